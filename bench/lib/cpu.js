@@ -1,0 +1,127 @@
+// Owns CPU accounting from /proc: process trees and every PostgreSQL process, as deltas over a window.
+import { readFileSync, readdirSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+
+const CLOCK_TICKS = readClockTicks();
+
+function readClockTicks() {
+  try {
+    return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+  } catch {
+    return 100;
+  }
+}
+
+/**
+ * One /proc/<pid>/stat. ticks = utime + stime + cutime + cstime: /proc/<pid>/stat sums all threads
+ * (so piscina workers are in it), and the reaped-children fields carry the CPU of processes that exited
+ * during the window into their parent (PostgreSQL's postmaster reaps its backends), so a start/end
+ * difference still counts a backend that came and went between the two snapshots.
+ * @param {string} pid
+ * @returns {{pid: number, comm: string, ppid: number, ticks: number} | null}
+ */
+function readStat(pid) {
+  let text;
+  try {
+    text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return null; // exited between readdir and read
+  }
+  // comm may contain spaces and parentheses: it spans from the first '(' to the last ')'.
+  const open = text.indexOf('(');
+  const close = text.lastIndexOf(')');
+  const fields = text.slice(close + 2).split(' '); // fields[0] is field 3 (state)
+  const ticks = Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14]);
+  return { pid: Number(pid), comm: text.slice(open + 1, close), ppid: Number(fields[1]), ticks };
+}
+
+function readAllStats() {
+  const stats = [];
+  for (const name of readdirSync('/proc')) {
+    if (name.charCodeAt(0) < 48 || name.charCodeAt(0) > 57) continue;
+    const stat = readStat(name);
+    if (stat) stats.push(stat);
+  }
+  return stats;
+}
+
+/**
+ * @typedef {{wallNs: bigint, ticks: Record<string, number>, pids: Record<string, number[]>}} CpuSnapshot
+ */
+
+/**
+ * Snapshot CPU ticks per group: each named root pid with all its descendants, plus group "postgres" (every
+ * process whose comm is postgres, wherever it came from) when includePostgres. A PostgreSQL process
+ * is only ever counted in "postgres", even when it descends from a root.
+ * @param {Record<string, number>} roots group name -> root pid
+ * @param {{includePostgres?: boolean}} [opts]
+ * @returns {CpuSnapshot}
+ */
+export function takeCpuSnapshot(roots, { includePostgres = true } = {}) {
+  const stats = readAllStats();
+  const wallNs = process.hrtime.bigint();
+  /** @type {Map<number, number[]>} */
+  const children = new Map();
+  for (const s of stats) {
+    const list = children.get(s.ppid);
+    if (list) list.push(s.pid);
+    else children.set(s.ppid, [s.pid]);
+  }
+  const byPid = new Map(stats.map((s) => [s.pid, s]));
+  /** @type {Record<string, number>} */
+  const ticks = {};
+  /** @type {Record<string, number[]>} */
+  const pids = {};
+  for (const [group, root] of Object.entries(roots)) {
+    const tree = collectTree(root, children).filter((pid) => byPid.get(pid)?.comm !== 'postgres');
+    pids[group] = tree;
+    ticks[group] = tree.reduce((sum, pid) => sum + (byPid.get(pid)?.ticks ?? 0), 0);
+  }
+  if (includePostgres) {
+    const pg = stats.filter((s) => s.comm === 'postgres');
+    pids.postgres = pg.map((s) => s.pid);
+    ticks.postgres = pg.reduce((sum, s) => sum + s.ticks, 0);
+  }
+  return { wallNs, ticks, pids };
+}
+
+/**
+ * @param {number} root
+ * @param {Map<number, number[]>} children
+ */
+function collectTree(root, children) {
+  const out = [];
+  const stack = [root];
+  while (stack.length) {
+    const pid = /** @type {number} */ (stack.pop());
+    out.push(pid);
+    stack.push(...(children.get(pid) ?? []));
+  }
+  return out;
+}
+
+/**
+ * CPU seconds per group between two snapshots, and the wall seconds between them.
+ * @param {CpuSnapshot} before
+ * @param {CpuSnapshot} after
+ */
+export function diffCpuSnapshots(before, after) {
+  /** @type {Record<string, number>} */
+  const cpuSeconds = {};
+  for (const group of Object.keys(after.ticks)) {
+    cpuSeconds[group] = ((after.ticks[group] ?? 0) - (before.ticks[group] ?? 0)) / CLOCK_TICKS;
+  }
+  return { wallSeconds: Number(after.wallNs - before.wallNs) / 1e9, cpuSeconds };
+}
+
+/**
+ * Measure a window: snapshot now, and return stop() giving the delta.
+ * @param {Record<string, number>} roots
+ * @param {{includePostgres?: boolean}} [opts]
+ */
+export function startCpuWindow(roots, opts) {
+  const before = takeCpuSnapshot(roots, opts);
+  return { stop: () => diffCpuSnapshots(before, takeCpuSnapshot(roots, opts)) };
+}
+
+export const clockTicksPerSecond = CLOCK_TICKS;

@@ -1,0 +1,120 @@
+// Owns turning measurements into the scenario result (CPU per request, efficiency, target), the table and JSON files.
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { resultsDir } from './paths.js';
+
+/**
+ * @typedef {object} ScenarioResult
+ * @property {string} scenario
+ * @property {string} description
+ * @property {number} requests
+ * @property {number} wallSeconds
+ * @property {number} reqPerSec
+ * @property {number|null} p50Us
+ * @property {number|null} p99Us
+ * @property {number|null} maxUs
+ * @property {number} errors
+ * @property {number|null} generatorCpuShare generator CPU seconds / wall seconds (1.0 = one full core)
+ * @property {Record<string, number>} serverCpuSeconds per group (service or bare, postgres)
+ * @property {number|null} serverCpuPerRequestUs sum of serverCpuSeconds / requests, in µs
+ * @property {number|null} efficiency baseline CPU per request / this CPU per request
+ * @property {{efficiency?: number} | null} target
+ * @property {'PASS'|'MISS'|null} verdict
+ */
+
+/**
+ * Combine a load result and a CPU window into the reported figures.
+ * @param {{name: string, description?: string, target?: {efficiency?: number}}} scenario
+ * @param {any} load fields of LoadResult (or what a run(ctx) scenario returned)
+ * @param {{wallSeconds: number, cpuSeconds: Record<string, number>} | null} cpu
+ * @param {number | null} baselineCpuPerRequestUs null while measuring the baseline itself
+ * @returns {ScenarioResult & Record<string, unknown>}
+ */
+export function buildResult(scenario, load, cpu, baselineCpuPerRequestUs) {
+  const { generator = null, ...server } = cpu?.cpuSeconds ?? {};
+  const serverCpuSeconds = load.serverCpuSeconds ?? server;
+  const serverTotal = Object.values(serverCpuSeconds).reduce((a, b) => a + b, 0);
+  const requests = load.requests ?? 0;
+  const cpuPerRequestUs = requests > 0 && Object.keys(serverCpuSeconds).length ? (serverTotal / requests) * 1e6 : null;
+  const baseline = baselineCpuPerRequestUs ?? cpuPerRequestUs;
+  const efficiency = cpuPerRequestUs && baseline ? baseline / cpuPerRequestUs : null;
+  const target = scenario.target ?? null;
+  const wanted = target?.efficiency;
+  const verdict = wanted === undefined ? null : efficiency !== null && efficiency >= wanted ? 'PASS' : 'MISS';
+  const wallSeconds = load.wallSeconds ?? cpu?.wallSeconds ?? 0;
+  return {
+    ...load,
+    scenario: scenario.name,
+    description: scenario.description ?? '',
+    requests,
+    wallSeconds,
+    reqPerSec: load.reqPerSec ?? (wallSeconds > 0 ? requests / wallSeconds : 0),
+    p50Us: load.p50Us ?? null,
+    p99Us: load.p99Us ?? null,
+    maxUs: load.maxUs ?? null,
+    errors: load.errors ?? 0,
+    generatorCpuShare: load.generatorCpuShare ?? (generator !== null && wallSeconds > 0 ? generator / wallSeconds : null),
+    serverCpuSeconds,
+    serverCpuPerRequestUs: cpuPerRequestUs,
+    baselineCpuPerRequestUs: baseline,
+    efficiency,
+    target,
+    verdict,
+  };
+}
+
+/** @param {number|null|undefined} v @param {number} digits */
+const fmt = (v, digits = 0) => (v === null || v === undefined || Number.isNaN(v) ? '-' : v.toFixed(digits));
+
+/** @type {Array<[string, (r: ScenarioResult) => string]>} */
+const COLUMNS = [
+  ['scenario', (r) => r.scenario],
+  ['req/s', (r) => fmt(r.reqPerSec)],
+  ['p50 µs', (r) => fmt(r.p50Us)],
+  ['p99 µs', (r) => fmt(r.p99Us)],
+  ['max µs', (r) => fmt(r.maxUs)],
+  ['errors', (r) => String(r.errors)],
+  ['gen cpu', (r) => fmt(r.generatorCpuShare, 2)],
+  ['srv cpu', (r) => fmt(sumValues(r.serverCpuSeconds), 2)],
+  ['pg cpu', (r) => fmt(r.serverCpuSeconds.postgres, 2)],
+  ['cpu µs/req', (r) => fmt(r.serverCpuPerRequestUs, 2)],
+  ['efficiency', (r) => fmt(r.efficiency, 2)],
+  ['target', (r) => (r.target?.efficiency === undefined ? '' : `>= ${r.target.efficiency} ${r.verdict}`)],
+];
+
+/** @param {Record<string, number>} o */
+function sumValues(o) {
+  const values = Object.values(o ?? {});
+  return values.length ? values.reduce((a, b) => a + b, 0) : null;
+}
+
+/**
+ * Print the results as an aligned table (numbers right-aligned), followed by notes on errors.
+ * @param {ScenarioResult[]} results
+ * @param {(line: string) => void} [print]
+ */
+export function printTable(results, print = console.log) {
+  const rows = [COLUMNS.map(([h]) => h), ...results.map((r) => COLUMNS.map(([, f]) => f(r)))];
+  const widths = COLUMNS.map((_, i) => Math.max(...rows.map((row) => row[i].length)));
+  for (const row of rows) {
+    print(row.map((cell, i) => (i === 0 || i === row.length - 1 ? cell.padEnd(widths[i]) : cell.padStart(widths[i]))).join('  ').trimEnd());
+  }
+  for (const r of results) {
+    const detail = { ...(/** @type {any} */ (r).non2xx ?? {}), ...(/** @type {any} */ (r).transportErrors ?? {}) };
+    if (r.errors > 0) print(`  ${r.scenario}: ${r.errors} errors ${JSON.stringify(detail)}`);
+    const logLines = /** @type {any} */ (r).serviceLogLines;
+    if (logLines > 0) print(`  ${r.scenario}: the service wrote ${logLines} log lines during the window (logging costs CPU)`);
+  }
+}
+
+/**
+ * Write bench/results/<scenario>.json.
+ * @param {ScenarioResult} result
+ * @param {Record<string, unknown>} runInfo settings of the run (duration, connections, node version...)
+ */
+export function writeResult(result, runInfo) {
+  mkdirSync(resultsDir, { recursive: true });
+  const file = join(resultsDir, `${result.scenario}.json`);
+  writeFileSync(file, `${JSON.stringify({ ...result, run: runInfo }, null, 2)}\n`);
+  return file;
+}

@@ -1,0 +1,126 @@
+#!/usr/bin/env node
+// Owns the bench run: options, the bare baseline first, then each scenario against the server it needs, then the report.
+import { parseArgs } from 'node:util';
+import { execFileSync } from 'node:child_process';
+import { loadScenarios } from './lib/scenarios.js';
+import { measureScenario } from './lib/measure.js';
+import { startBareServer } from './lib/bare-server.js';
+import { startService, stopAllServices } from './lib/service.js';
+import { printTable, writeResult } from './lib/report.js';
+import { repoRoot } from './lib/paths.js';
+
+const USAGE = `usage: node bench/run.js [scenario ...] [--duration 10] [--warmup 2] [--connections 64] [--strict] [--list]
+  Measures the bare uWS handler first (the efficiency baseline), then each scenario (default: all).
+  --strict  exit 1 when a scenario misses its target (a miss is otherwise only reported)`;
+
+function readOptions() {
+  const { values, positionals } = parseArgs({
+    allowPositionals: true,
+    options: {
+      duration: { type: 'string', default: '10' },
+      warmup: { type: 'string', default: '2' },
+      connections: { type: 'string', default: '64' },
+      strict: { type: 'boolean', default: false },
+      list: { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  });
+  const numbers = { durationSeconds: Number(values.duration), warmupSeconds: Number(values.warmup), connections: Number(values.connections) };
+  for (const [k, v] of Object.entries(numbers)) {
+    if (!Number.isFinite(v) || v < 0 || (k !== 'warmupSeconds' && v <= 0)) throw new Error(`bad --${k}: ${v}\n${USAGE}`);
+  }
+  numbers.connections = Math.floor(numbers.connections);
+  return { ...numbers, names: positionals, strict: values.strict, list: values.list, help: values.help };
+}
+
+/**
+ * Servers are started lazily and kept while consecutive scenarios need the same one (same kind, same env).
+ * @returns {{ensure: (s: import('./lib/scenarios.js').Scenario) => Promise<any>, stop: () => Promise<void>}}
+ */
+function createServerKeeper() {
+  /** @type {{key: string, server: any} | null} */
+  let current = null;
+  const stop = async () => {
+    if (current) await current.server.stop();
+    current = null;
+  };
+  return {
+    stop,
+    async ensure(scenario) {
+      if (scenario.server === 'none') return null;
+      const key = scenario.server === 'bare' ? 'bare' : `service ${JSON.stringify(Object.entries(scenario.env ?? {}).sort())}`;
+      if (current?.key === key) return current.server;
+      await stop();
+      const server = scenario.server === 'bare' ? await startBareServer() : await startService({ env: scenario.env ?? {} });
+      current = { key, server };
+      return server;
+    },
+  };
+}
+
+function readRunInfo(/** @type {ReturnType<typeof readOptions>} */ opts) {
+  let commit = null;
+  try {
+    commit = execFileSync('git', ['rev-parse', 'HEAD'], { cwd: repoRoot, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  } catch {
+    // a fresh repository without commits still benchmarks
+  }
+  const { durationSeconds, warmupSeconds, connections } = opts;
+  return { at: new Date().toISOString(), commit, node: process.version, durationSeconds, warmupSeconds, connections };
+}
+
+async function main() {
+  const opts = readOptions();
+  if (opts.help) return void console.log(USAGE);
+  const scenarios = await loadScenarios();
+  if (opts.list) {
+    for (const { scenario } of scenarios.values()) console.log(`${scenario.name.padEnd(24)} ${scenario.description ?? ''}`);
+    return;
+  }
+  const unknown = opts.names.filter((n) => !scenarios.has(n));
+  if (unknown.length) throw new Error(`unknown scenario(s): ${unknown.join(', ')}; known: ${[...scenarios.keys()].join(', ')}`);
+  const bare = scenarios.get('bare');
+  if (!bare) throw new Error('bench/scenarios/bare.js is missing: it is the baseline of every run');
+  const selected = opts.names.length ? opts.names : [...scenarios.keys()];
+  const order = ['bare', ...new Set(selected.filter((n) => n !== 'bare'))];
+  const runInfo = readRunInfo(opts);
+  const keeper = createServerKeeper();
+  process.once('SIGINT', () => {
+    keeper.stop().finally(() => stopAllServices().finally(() => process.exit(130)));
+  });
+
+  const results = [];
+  let baseline = null;
+  let failures = 0;
+  console.error(`bench: ${order.join(', ')}; warm-up ${opts.warmupSeconds} s, window ${opts.durationSeconds} s, ${opts.connections} connections`);
+  try {
+    for (const name of order) {
+      const entry = /** @type {NonNullable<ReturnType<typeof scenarios.get>>} */ (scenarios.get(name));
+      try {
+        const target = await keeper.ensure(entry.scenario);
+        const result = await measureScenario(entry, target, opts, baseline);
+        if (name === 'bare') baseline = result.serverCpuPerRequestUs;
+        results.push(result);
+        writeResult(result, runInfo);
+        console.error(`bench: ${name} done (${Math.round(result.reqPerSec)} req/s)`);
+      } catch (err) {
+        failures++;
+        console.error(`bench: ${name} failed: ${/** @type {Error} */ (err).stack ?? err}`);
+        // Without the baseline no efficiency means anything.
+        if (name === 'bare') break;
+      }
+    }
+  } finally {
+    await keeper.stop();
+  }
+  printTable(results);
+  const misses = results.filter((r) => r.verdict === 'MISS').map((r) => r.scenario);
+  if (misses.length) console.log(`target missed: ${misses.join(', ')}${opts.strict ? ' (--strict: failing)' : ''}`);
+  if (failures || (opts.strict && misses.length)) process.exitCode = 1;
+}
+
+main().catch(async (err) => {
+  console.error(err.message ?? err);
+  await stopAllServices();
+  process.exitCode = 1;
+});

@@ -1,0 +1,54 @@
+// SQL of the audit domain.
+import type { Queryable } from '../db/client.js';
+
+export interface AuditEvent {
+  event: string;
+  outcome: 'allow' | 'deny' | 'error';
+  actorEntityId?: string | null;
+  /** null or absent: a platform event. */
+  tenantId?: string | null;
+  targetKind?: string | null;
+  targetId?: string | null;
+  details?: Record<string, unknown>;
+  requestId?: string | null;
+  /** Stamped when the event happened, not when the batch was written. */
+  at?: Date;
+}
+
+interface AuditRow {
+  event: string;
+  outcome: string;
+  actor_entity_id: string | null;
+  tenant_id: string | null;
+  target_kind: string | null;
+  target_id: string | null;
+  details: Record<string, unknown>;
+  request_id: string | null;
+  created_at: string;
+}
+
+function toRow(e: AuditEvent): AuditRow {
+  return {
+    event: e.event,
+    outcome: e.outcome,
+    actor_entity_id: e.actorEntityId ?? null,
+    tenant_id: e.tenantId ?? null,
+    target_kind: e.targetKind ?? null,
+    target_id: e.targetId ?? null,
+    details: e.details ?? {},
+    request_id: e.requestId ?? null,
+    created_at: (e.at ?? new Date()).toISOString(),
+  };
+}
+
+/** One statement for the whole batch; also used inside business transactions that must audit atomically. */
+export async function insertAuditEvents(sql: Queryable, events: AuditEvent[]): Promise<void> {
+  if (events.length === 0) return;
+  const rows = events.map(toRow);
+  await sql`
+    insert into audit_log (event, outcome, actor_entity_id, tenant_id, target_kind, target_id, details, request_id, created_at)
+    select event, outcome, actor_entity_id, tenant_id, target_kind, target_id, details, request_id, created_at
+    from jsonb_to_recordset(${sql.json(rows as never)}) as r(
+      event text, outcome text, actor_entity_id uuid, tenant_id uuid, target_kind text, target_id text,
+      details jsonb, request_id text, created_at timestamptz)`;
+}

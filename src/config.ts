@@ -1,0 +1,217 @@
+// The service's configuration: the only module that reads the environment; validates everything once.
+import os from 'node:os';
+import path from 'node:path';
+import { ConfigError, createReader, type Addr } from './config-reader.js';
+
+export { ConfigError };
+export type { Addr };
+
+const LOG_LEVELS = ['debug', 'info', 'warn', 'error', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+export function loadConfig(env: Record<string, string | undefined>, cwd = process.cwd()) {
+  const r = createReader(env);
+
+  const listeners = {
+    http: r.addr('SVC_HTTP_ADDR', '0.0.0.0:8080'),
+    messaging: r.addr('SVC_MESSAGING_ADDR', '0.0.0.0:8008'),
+    reader: r.addr('SVC_READER_ADDR', '0.0.0.0:9009'),
+    brokerAdmin: r.addr('SVC_BROKER_ADMIN_ADDR', '127.0.0.1:8082'),
+    mqtt: r.addr('SVC_MQTT_ADDR', '0.0.0.0:1883'),
+    coap: r.addr('SVC_COAP_ADDR', '0.0.0.0:5683'),
+    grpc: r.addr('SVC_GRPC_ADDR', '0.0.0.0:8081'),
+  };
+
+  const publicBaseUrl = r.url('SVC_PUBLIC_BASE_URL', r.optional('SVC_URL') ?? 'http://localhost:8080') as string;
+
+  const database = {
+    url: r.url('DATABASE_URL', undefined, true),
+    poolMax: r.int('SVC_DB_POOL_MAX', 10, 1, 1000),
+    connectTimeoutSecs: r.int('SVC_DB_CONNECT_TIMEOUT_SECS', 10, 1, 600),
+    idleTimeoutSecs: r.int('SVC_DB_IDLE_TIMEOUT_SECS', 60, 0, 86400),
+    maxLifetimeSecs: r.int('SVC_DB_MAX_LIFETIME_SECS', 1800, 0, 86400),
+    embedded: {
+      dataDir: path.resolve(cwd, r.string('SVC_DATA_DIR', '.data')),
+      port: r.int('SVC_EMBEDDED_PG_PORT', 54329, 1, 65535),
+    },
+  };
+
+  const graphql = {
+    introspection: r.bool('SVC_GRAPHQL_INTROSPECTION_ENABLED', false),
+    maxDepth: r.int('SVC_GRAPHQL_MAX_DEPTH', 20, 1, 1000),
+    maxComplexity: r.int('SVC_GRAPHQL_MAX_COMPLEXITY', 1000, 1, 1_000_000),
+    bodyLimitBytes: r.int('SVC_GRAPHQL_BODY_LIMIT_BYTES', 1_048_576, 1024),
+    compiledQueryCacheSize: r.int('SVC_GRAPHQL_QUERY_CACHE_SIZE', 1000, 1, 1_000_000),
+  };
+
+  const lists = {
+    defaultLimit: r.int('SVC_LIST_DEFAULT_LIMIT', 20, 1, 10_000),
+    maxLimit: r.int('SVC_LIST_MAX_LIMIT', 100, 1, 10_000),
+  };
+  if (lists.defaultLimit > lists.maxLimit) r.problem('SVC_LIST_DEFAULT_LIMIT must not exceed SVC_LIST_MAX_LIMIT');
+
+  const rateLimitWindow = (name: string) => r.int(`SVC_HTTP_RATE_LIMIT_${name}_WINDOW_SECS`, 60, 1, 86400);
+  const rateLimits = {
+    enabled: r.bool('SVC_RATE_LIMIT_ENABLED', true),
+    ipv6PrefixLen: r.int('SVC_HTTP_RATE_LIMIT_IPV6_PREFIX_LEN', 64, 1, 128),
+    trustedProxyCidrs: r.list('SVC_TRUSTED_PROXY_CIDRS'),
+    policies: {
+      auth_routes: { max: r.int('SVC_HTTP_RATE_LIMIT_AUTH_ROUTES', 30, 1), windowSecs: rateLimitWindow('AUTH_ROUTES') },
+      public_routes: { max: r.int('SVC_HTTP_RATE_LIMIT_PUBLIC_ROUTES', 120, 1), windowSecs: rateLimitWindow('PUBLIC_ROUTES') },
+      // Backends behind one address call GraphQL and custom endpoints hard: generous by default.
+      graphql: { max: r.int('SVC_HTTP_RATE_LIMIT_GRAPHQL', 6000, 1), windowSecs: rateLimitWindow('GRAPHQL') },
+      custom_endpoints: { max: r.int('SVC_HTTP_RATE_LIMIT_CUSTOM_ENDPOINTS', 6000, 1), windowSecs: rateLimitWindow('CUSTOM_ENDPOINTS') },
+      admin_routes: { max: r.int('SVC_HTTP_RATE_LIMIT_ADMIN_ROUTES', 300, 1), windowSecs: rateLimitWindow('ADMIN_ROUTES') },
+      enrollment: { max: r.int('SVC_HTTP_RATE_LIMIT_ENROLLMENT', 1000, 1), windowSecs: rateLimitWindow('ENROLLMENT') },
+    },
+  };
+
+  const keyEncryptionKey = r.key('SVC_KEY_ENCRYPTION_KEY', 32);
+  const auth = {
+    adminIdentifier: r.string('SVC_ADMIN_IDENTIFIER', 'admin'),
+    adminSecret: r.secret('SVC_ADMIN_SECRET') ?? r.secret('ADMIN_SECRET'),
+    keyEncryptionKey,
+    jwtExpirySecs: r.int('SVC_JWT_EXPIRY_SECS', 3600, 60, 31_536_000),
+    jwtIssuer: r.string('SVC_JWT_ISSUER', publicBaseUrl),
+    jwtAudience: r.string('SVC_JWT_AUDIENCE', 'magistrala'),
+    minPasswordChars: r.int('SVC_MIN_PASSWORD_CHARS', 12, 8, 1024),
+    scrypt: {
+      cost: r.int('SVC_SCRYPT_COST', 16384, 1024, 1 << 22),
+      blockSize: r.int('SVC_SCRYPT_BLOCK_SIZE', 8, 1, 64),
+      parallelization: r.int('SVC_SCRYPT_PARALLELIZATION', 1, 1, 16),
+    },
+    loginFailureLimit: r.int('SVC_LOGIN_FAILURE_LIMIT', 5, 1, 1000),
+    loginFailureWindowSecs: r.int('SVC_LOGIN_FAILURE_WINDOW_SECS', 900, 1, 86400),
+    selfRegistrationEnabled: r.bool('SVC_SELF_REGISTRATION_ENABLED', true),
+    emailVerificationRequired: r.bool('SVC_EMAIL_VERIFICATION_REQUIRED', false),
+    invitationExpirySecs: r.int('SVC_INVITATION_EXPIRY_SECS', 604_800, 60),
+    bodyLimitBytes: r.int('SVC_AUTH_BODY_LIMIT_BYTES', 32_768, 1024),
+  };
+  if (auth.scrypt.cost & (auth.scrypt.cost - 1)) r.problem('SVC_SCRYPT_COST must be a power of two');
+
+  const pki = loadPkiConfig(r, publicBaseUrl, keyEncryptionKey);
+
+  const workers = {
+    threads: r.int('SVC_WORKER_THREADS', Math.max(1, Math.min(4, os.availableParallelism() - 1)), 1, 256),
+    maxQueue: r.int('SVC_WORKER_MAX_QUEUE', 1024, 1, 1_000_000),
+  };
+
+  const audit = {
+    batchSize: r.int('SVC_AUDIT_BATCH_SIZE', 500, 1, 100_000),
+    flushIntervalMs: r.int('SVC_AUDIT_FLUSH_INTERVAL_MS', 200, 1, 60_000),
+    maxQueue: r.int('SVC_AUDIT_MAX_QUEUE', 50_000, 1, 10_000_000),
+  };
+
+  const customEndpoints = {
+    bodyLimitBytes: r.int('SVC_CUSTOM_ENDPOINT_BODY_LIMIT_BYTES', 1_048_576, 1024),
+    timeoutMs: r.int('SVC_CUSTOM_ENDPOINT_TIMEOUT_MS', 5000, 1, 600_000),
+  };
+
+  const config = {
+    env: r.oneOf('NODE_ENV', ['development', 'production', 'test'] as const, 'development'),
+    logLevel: r.oneOf('SVC_LOG_LEVEL', LOG_LEVELS, 'info'),
+    publicBaseUrl,
+    listeners,
+    database,
+    graphql,
+    lists,
+    rateLimits,
+    auth,
+    pki,
+    workers,
+    audit,
+    customEndpoints,
+    metricsEnabled: r.bool('SVC_METRICS_ENABLED', true),
+    shutdownTimeoutSecs: r.int('SVC_SHUTDOWN_TIMEOUT_SECS', 15, 1, 3600),
+    secretNames: r.secrets,
+  };
+
+  if (r.problems.length > 0) throw new ConfigError(r.problems);
+  return config;
+}
+
+function loadPkiConfig(r: ReturnType<typeof createReader>, publicBaseUrl: string, kek: Buffer | undefined) {
+  const enrollmentEnabled = r.bool('SVC_PKI_ENROLLMENT_ENABLED', false);
+  const backend = r.oneOf('SVC_PKI_CA_KEY_BACKEND', ['encrypted_database', 'pkcs11'] as const, 'encrypted_database');
+  const caKek = r.key('SVC_PKI_CA_KEY_ENCRYPTION_KEY', 32);
+  if (caKek && kek && caKek.equals(kek)) {
+    r.problem('SVC_PKI_CA_KEY_ENCRYPTION_KEY must differ from SVC_KEY_ENCRYPTION_KEY');
+  }
+  const pkcs11 = {
+    modulePath: r.optional('SVC_PKI_PKCS11_MODULE_PATH'),
+    tokenLabel: r.optional('SVC_PKI_PKCS11_TOKEN_LABEL'),
+    userPin: r.secret('SVC_PKI_PKCS11_USER_PIN'),
+    operationTimeoutMs: r.int('SVC_PKI_PKCS11_OPERATION_TIMEOUT_MS', 2000, 1, 600_000),
+    maxRetries: r.int('SVC_PKI_PKCS11_MAX_RETRIES', 1, 0, 100),
+    maxInFlight: r.int('SVC_PKI_PKCS11_MAX_IN_FLIGHT', 8, 1, 10_000),
+    circuitFailureThreshold: r.int('SVC_PKI_PKCS11_CIRCUIT_FAILURE_THRESHOLD', 3, 1, 10_000),
+    circuitResetSecs: r.int('SVC_PKI_PKCS11_CIRCUIT_RESET_SECS', 30, 1, 86400),
+  };
+  if (backend === 'pkcs11') {
+    for (const [name, value] of [
+      ['SVC_PKI_PKCS11_MODULE_PATH', pkcs11.modulePath],
+      ['SVC_PKI_PKCS11_TOKEN_LABEL', pkcs11.tokenLabel],
+      ['SVC_PKI_PKCS11_USER_PIN', pkcs11.userPin],
+    ] as const) {
+      if (!value) r.problem(`${name} is required when SVC_PKI_CA_KEY_BACKEND=pkcs11`);
+    }
+  }
+  const enrollment = {
+    enabled: enrollmentEnabled,
+    listen: r.addr('SVC_PKI_ENROLLMENT_LISTEN_ADDR', '0.0.0.0:8443'),
+    tlsCertPath: r.optional('SVC_PKI_ENROLLMENT_TLS_CERT_PATH'),
+    tlsKeyPath: r.optional('SVC_PKI_ENROLLMENT_TLS_KEY_PATH'),
+    maxCsrBytes: r.int('SVC_PKI_ENROLLMENT_MAX_CSR_BYTES', 65_536, 128, 10_485_760),
+    entityRateLimit: r.int('SVC_PKI_ENROLLMENT_ENTITY_RATE_LIMIT', 10, 1),
+    entityRateWindowSecs: r.int('SVC_PKI_ENROLLMENT_ENTITY_RATE_WINDOW_SECS', 60, 1),
+    tenantRateLimit: r.int('SVC_PKI_ENROLLMENT_TENANT_RATE_LIMIT', 1000, 1),
+    tenantRateWindowSecs: r.int('SVC_PKI_ENROLLMENT_TENANT_RATE_WINDOW_SECS', 60, 1),
+    maxConnections: r.int('SVC_PKI_ENROLLMENT_MAX_CONNECTIONS', 256, 1),
+    maxConnectionsPerIp: r.int('SVC_PKI_ENROLLMENT_MAX_CONNECTIONS_PER_IP', 8, 1),
+    ipv6PrefixLen: r.int('SVC_PKI_ENROLLMENT_IPV6_PREFIX_LEN', 64, 1, 128),
+    headerTimeoutSecs: r.int('SVC_PKI_ENROLLMENT_HTTP_HEADER_TIMEOUT_SECS', 10, 1),
+    requestTimeoutSecs: r.int('SVC_PKI_ENROLLMENT_HTTP_REQUEST_TIMEOUT_SECS', 30, 1),
+    keepAlive: r.bool('SVC_PKI_ENROLLMENT_HTTP_KEEP_ALIVE', false),
+    handshakeTimeoutSecs: r.int('SVC_PKI_ENROLLMENT_HANDSHAKE_TIMEOUT_SECS', 10, 1),
+    connectionTimeoutSecs: r.int('SVC_PKI_ENROLLMENT_CONNECTION_TIMEOUT_SECS', 60, 1),
+    shutdownDrainTimeoutSecs: r.int('SVC_PKI_ENROLLMENT_SHUTDOWN_DRAIN_TIMEOUT_SECS', 10, 0),
+  };
+  if (enrollment.enabled) {
+    if (!enrollment.tlsCertPath) r.problem('SVC_PKI_ENROLLMENT_TLS_CERT_PATH is required when enrollment is enabled');
+    if (!enrollment.tlsKeyPath) r.problem('SVC_PKI_ENROLLMENT_TLS_KEY_PATH is required when enrollment is enabled');
+  }
+  return {
+    publicBaseUrl,
+    rootCertPath: r.optional('SVC_PKI_ROOT_CERT_PATH'),
+    platformIntermediateCertPath: r.optional('SVC_PKI_PLATFORM_INTERMEDIATE_CERT_PATH'),
+    platformIntermediateKeyPath: r.optional('SVC_PKI_PLATFORM_INTERMEDIATE_KEY_PATH'),
+    caKeyBackend: backend,
+    caKeyEncryptionKey: caKek,
+    caKeyEncryptionKeyId: r.string('SVC_PKI_CA_KEY_ENCRYPTION_KEY_ID', 'local-ca:v1'),
+    pkcs11,
+    enrollment,
+    lifecycle: {
+      enabled: r.bool('SVC_PKI_LIFECYCLE_ENABLED', false),
+      intervalSecs: r.int('SVC_PKI_LIFECYCLE_INTERVAL_SECS', 60, 1),
+      batchSize: r.int('SVC_PKI_LIFECYCLE_BATCH_SIZE', 250, 1),
+      expiryWarningSecs: r.int('SVC_PKI_EXPIRY_WARNING_SECS', 86_400, 0),
+      authorityWarningSecs: r.int('SVC_PKI_AUTHORITY_WARNING_SECS', 2_592_000, 0),
+    },
+    generatedKeyIssuanceEnabled: r.bool('SVC_PKI_GENERATED_KEY_ISSUANCE_ENABLED', false),
+  };
+}
+
+export type Config = ReturnType<typeof loadConfig>;
+
+/** A loggable view: listener addresses and switches, never secrets or the database password. */
+export function describeConfig(config: Config) {
+  const listen = Object.fromEntries(
+    Object.entries(config.listeners).map(([k, a]) => [k, a ? `${a.host}:${a.port}` : 'off']),
+  );
+  let database = 'embedded';
+  if (config.database.url) {
+    const u = new URL(config.database.url);
+    database = `${u.protocol}//${u.hostname}:${u.port || 5432}${u.pathname}`;
+  }
+  return { listen, database, logLevel: config.logLevel, workers: config.workers.threads };
+}

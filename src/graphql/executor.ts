@@ -1,0 +1,124 @@
+// Parse + validate + graphql-jit compile once per distinct query text; execute and format per the error contract.
+import { compileQuery, isCompiledQuery, type CompiledQuery } from 'graphql-jit';
+import {
+  GraphQLError,
+  NoSchemaIntrospectionCustomRule,
+  parse,
+  specifiedRules,
+  validate,
+  type DocumentNode,
+  type GraphQLSchema,
+  type ValidationRule,
+} from 'graphql';
+import { LRUCache } from 'lru-cache';
+import { graphqlExtensions, isUnexpected, toAppError } from '../errors.js';
+import type { Logger } from '../log.js';
+import type { GraphqlContext } from './context.js';
+import { complexityLimitRule, depthLimitRule } from './limits.js';
+
+export interface GraphqlRequest {
+  query: string;
+  variables?: Record<string, unknown> | null;
+  operationName?: string | null;
+}
+
+export interface ExecutorOptions {
+  introspection: boolean;
+  maxDepth: number;
+  maxComplexity: number;
+  cacheSize: number;
+  /** The page size assumed for `limit: $var` when costing a query. */
+  variableLimit: number;
+}
+
+type Prepared = { compiled: CompiledQuery; document: DocumentNode } | { errors: readonly GraphQLError[] };
+
+export interface GraphqlExecutor {
+  /** Executes and returns the serialized JSON response body. */
+  execute(request: GraphqlRequest, context: GraphqlContext): Promise<string>;
+  /** Validates without executing (custom endpoints check their stored operation at save time). */
+  check(query: string, operationName?: string | null): readonly GraphQLError[];
+  readonly stats: { compilations: number; cached: number };
+  readonly schema: GraphQLSchema;
+}
+
+export function createGraphqlExecutor(schema: GraphQLSchema, options: ExecutorOptions, log: Logger): GraphqlExecutor {
+  const cache = new LRUCache<string, Prepared>({ max: options.cacheSize });
+  const rules: ValidationRule[] = [
+    ...specifiedRules,
+    depthLimitRule(options.maxDepth),
+    complexityLimitRule(options.maxComplexity, options.variableLimit),
+  ];
+  if (!options.introspection) rules.push(NoSchemaIntrospectionCustomRule);
+  let compilations = 0;
+
+  function prepare(query: string, operationName: string | null | undefined): Prepared {
+    const key = operationName ? `${operationName}\u0000${query}` : query;
+    let prepared = cache.get(key);
+    if (prepared) return prepared;
+    prepared = compile(query, operationName);
+    cache.set(key, prepared);
+    return prepared;
+  }
+
+  function compile(query: string, operationName: string | null | undefined): Prepared {
+    let document: DocumentNode;
+    try {
+      document = parse(query);
+    } catch (err) {
+      return { errors: [err as GraphQLError] };
+    }
+    // graphql-jit's compileQuery does not validate: validation is ours, and it runs exactly once here.
+    const errors = validate(schema, document, rules);
+    if (errors.length > 0) return { errors };
+    const compiled = compileQuery(schema, document, operationName ?? undefined, { customJSONSerializer: false });
+    if (!isCompiledQuery(compiled)) return { errors: compiled.errors ?? [] };
+    compilations++;
+    return { compiled, document };
+  }
+
+  function formatError(err: GraphQLError, requestId: string) {
+    const base: Record<string, unknown> = { message: err.message };
+    if (err.locations) base.locations = err.locations;
+    if (err.path) base.path = err.path;
+    const original = err.originalError;
+    if (original && !(original instanceof GraphQLError && !original.originalError)) {
+      const appErr = toAppError(original);
+      if (isUnexpected(appErr)) log.error('resolver failed', { requestId, path: err.path, err: original });
+      base.message = appErr.message;
+      base.extensions = graphqlExtensions(appErr, requestId);
+      return base;
+    }
+    if (err.path) {
+      // An error bound to a result path without a cause is a schema/resolver contract break: ours, not the client's.
+      log.error('result violated the schema', { requestId, path: err.path, message: err.message });
+      base.message = 'internal error';
+      base.extensions = { code: 'INTERNAL', retryable: false, requestId };
+      return base;
+    }
+    base.extensions = { code: 'BAD_REQUEST', retryable: false, requestId };
+    return base;
+  }
+
+  return {
+    async execute(request, context) {
+      const prepared = prepare(request.query, request.operationName);
+      if ('errors' in prepared) {
+        return JSON.stringify({ errors: prepared.errors.map((e) => formatError(e, context.requestId)) });
+      }
+      const result = await prepared.compiled.query(undefined, context, request.variables ?? {});
+      if (!result.errors || result.errors.length === 0) return JSON.stringify({ data: result.data });
+      const out: Record<string, unknown> = { errors: result.errors.map((e) => formatError(e, context.requestId)) };
+      if (result.data !== undefined) out.data = result.data;
+      return JSON.stringify(out);
+    },
+    check(query, operationName) {
+      const prepared = prepare(query, operationName);
+      return 'errors' in prepared ? prepared.errors : [];
+    },
+    get stats() {
+      return { compilations, cached: cache.size };
+    },
+    schema,
+  };
+}

@@ -1,0 +1,284 @@
+// A uWS listener with routing, bounded body reading, abort safety, request ids, error mapping and draining.
+import { randomUUID } from 'node:crypto';
+import { STATUS_CODES } from 'node:http';
+import { AppError, httpErrorBody, isUnexpected, payloadTooLarge, toAppError } from '../errors.js';
+import type { Logger } from '../log.js';
+import { nativeUws, type TemplatedApp, type UwsRequest, type UwsResponse, type us_listen_socket } from './uws.js';
+import { json, type HttpHandler, type HttpMethod, type HttpReply, type HttpRequest, type RouteOptions } from './types.js';
+
+const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
+const LARGE_BODY = 64 * 1024;
+
+const statusLines = new Map<number, string>();
+function statusLine(status: number): string {
+  let line = statusLines.get(status);
+  if (line === undefined) {
+    line = `${status} ${STATUS_CODES[status] ?? ''}`.trimEnd();
+    statusLines.set(status, line);
+  }
+  return line;
+}
+
+/** Per-request bookkeeping shared by the reader, the handler and the writer. */
+interface Exchange {
+  res: UwsResponse;
+  requestId: string;
+  aborted: boolean;
+  done: boolean;
+  wake: (() => void) | undefined;
+}
+
+export interface HttpServer {
+  readonly name: string;
+  readonly app: TemplatedApp;
+  route(method: HttpMethod, pattern: string, handler: HttpHandler, options?: RouteOptions): void;
+  listen(host: string, port: number): Promise<number>;
+  /** Close the listen sockets; connections already open keep being served. */
+  stopAccepting(): void;
+  /** Resolves when no request is in flight, or after the timeout. */
+  drain(timeoutMs: number): Promise<boolean>;
+  close(): void;
+  readonly inFlight: number;
+}
+
+export function createHttpServer(name: string, log: Logger): HttpServer {
+  const uws = nativeUws();
+  const app = uws.App();
+  const sockets: us_listen_socket[] = [];
+  let inFlight = 0;
+  let draining = false;
+  let drained: (() => void) | undefined;
+
+  function finish(ex: Exchange): void {
+    if (ex.done) return;
+    ex.done = true;
+    inFlight--;
+    if (inFlight === 0 && drained) drained();
+  }
+
+  function writeHead(ex: Exchange, reply: HttpReply): void {
+    const { res } = ex;
+    res.writeStatus(statusLine(reply.status));
+    res.writeHeader('x-request-id', ex.requestId);
+    if (reply.headers) for (const key in reply.headers) res.writeHeader(key, reply.headers[key] as string);
+  }
+
+  function send(ex: Exchange, reply: HttpReply): void {
+    if (ex.aborted || ex.done) return;
+    const body = reply.body;
+    if (body !== undefined && typeof body !== 'string' && !(body instanceof Uint8Array)) {
+      void stream(ex, reply, body);
+      return;
+    }
+    const size = body === undefined ? 0 : typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength;
+    ex.res.cork(() => {
+      writeHead(ex, reply);
+      if (size > LARGE_BODY) return endLarge(ex, typeof body === 'string' ? Buffer.from(body) : (body as Uint8Array));
+      ex.res.end(body as string | Uint8Array | undefined, draining);
+      finish(ex);
+    });
+  }
+
+  /** Large bodies go out as the socket drains instead of being buffered whole in the kernel queue. */
+  function endLarge(ex: Exchange, body: Uint8Array): void {
+    const { res } = ex;
+    const total = body.byteLength;
+    const start = res.getWriteOffset();
+    const [, done] = res.tryEnd(body, total);
+    if (done) return finish(ex);
+    res.onWritable((offset) => {
+      if (ex.aborted) return true;
+      const [ok, finished] = res.tryEnd(body.subarray(offset - start), total);
+      if (finished) finish(ex);
+      return ok;
+    });
+  }
+
+  async function stream(ex: Exchange, reply: HttpReply, body: AsyncIterable<string | Uint8Array>): Promise<void> {
+    ex.res.cork(() => writeHead(ex, reply));
+    const iterator = body[Symbol.asyncIterator]();
+    try {
+      for (;;) {
+        const next = await iterator.next();
+        if (ex.aborted) break;
+        if (next.done) {
+          ex.res.cork(() => ex.res.end(undefined, draining));
+          break;
+        }
+        let ok = true;
+        ex.res.cork(() => {
+          ok = ex.res.write(next.value);
+        });
+        if (!ok) {
+          await new Promise<void>((resolve) => {
+            ex.wake = resolve;
+            ex.res.onWritable(() => {
+              ex.wake = undefined;
+              resolve();
+              return true;
+            });
+          });
+        }
+      }
+    } catch (err) {
+      // Headers are gone already: the only honest signal left is cutting the connection.
+      log.error('stream failed', { requestId: ex.requestId, err });
+      if (!ex.aborted) ex.res.cork(() => ex.res.close());
+    } finally {
+      if (ex.aborted) await iterator.return?.();
+      finish(ex);
+    }
+  }
+
+  function fail(ex: Exchange, err: unknown): void {
+    const appErr = toAppError(err);
+    if (isUnexpected(appErr)) log.error('request failed', { requestId: ex.requestId, err });
+    send(ex, errorReply(appErr));
+  }
+
+  function run(ex: Exchange, request: HttpRequest, handler: HttpHandler): void {
+    let result: HttpReply | Promise<HttpReply>;
+    try {
+      result = handler(request);
+    } catch (err) {
+      return fail(ex, err);
+    }
+    if (result instanceof Promise) result.then((reply) => send(ex, reply), (err) => fail(ex, err));
+    else send(ex, result);
+  }
+
+  function handle(res: UwsResponse, req: UwsRequest, handler: HttpHandler, options: RouteOptions, paramCount: number): void {
+    const headers: Record<string, string> = {};
+    req.forEach((key, value) => {
+      headers[key] = value;
+    });
+    const incomingId = headers['x-request-id'];
+    const ex: Exchange = {
+      res,
+      requestId: incomingId !== undefined && REQUEST_ID.test(incomingId) ? incomingId : randomUUID(),
+      aborted: false,
+      done: false,
+      wake: undefined,
+    };
+    inFlight++;
+    res.onAborted(() => {
+      ex.aborted = true;
+      ex.wake?.();
+      finish(ex);
+    });
+    const params: string[] = [];
+    for (let i = 0; i < paramCount; i++) params.push(decodeURIComponent(req.getParameter(i) ?? ''));
+    const request: HttpRequest = {
+      method: req.getMethod().toUpperCase(),
+      path: req.getUrl(),
+      query: req.getQuery() ?? '',
+      headers,
+      params,
+      ip: Buffer.from(res.getRemoteAddressAsText()).toString(),
+      requestId: ex.requestId,
+      body: EMPTY,
+      get aborted() {
+        return ex.aborted;
+      },
+    };
+    const limit = options.bodyLimit;
+    if (limit === undefined) return run(ex, request, handler);
+    const declared = Number(headers['content-length']);
+    if (declared > limit) return sendAndClose(ex, errorReply(payloadTooLarge(limit)));
+    readBody(ex, limit, (body) => {
+      request.body = body;
+      run(ex, request, handler);
+    });
+  }
+
+  function sendAndClose(ex: Exchange, reply: HttpReply): void {
+    // The unread body is still on the wire: close so it is not parsed as the next request.
+    ex.res.cork(() => {
+      writeHead(ex, reply);
+      ex.res.end(reply.body as string, true);
+      finish(ex);
+    });
+  }
+
+  function readBody(ex: Exchange, limit: number, onBody: (body: Buffer) => void): void {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let rejected = false;
+    ex.res.onData((chunk, isLast) => {
+      if (rejected || ex.aborted) return;
+      size += chunk.byteLength;
+      if (size > limit) {
+        rejected = true;
+        return sendAndClose(ex, errorReply(payloadTooLarge(limit)));
+      }
+      // uWS reuses the chunk's memory after this callback returns: copy it.
+      chunks.push(Buffer.from(new Uint8Array(chunk)));
+      if (isLast) onBody(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size));
+    });
+  }
+
+  function register(method: HttpMethod, pattern: string, fn: (res: UwsResponse, req: UwsRequest) => void): void {
+    switch (method) {
+      case 'GET': app.get(pattern, fn); break;
+      case 'POST': app.post(pattern, fn); break;
+      case 'PUT': app.put(pattern, fn); break;
+      case 'PATCH': app.patch(pattern, fn); break;
+      case 'DELETE': app.del(pattern, fn); break;
+      case 'OPTIONS': app.options(pattern, fn); break;
+      case 'HEAD': app.head(pattern, fn); break;
+      case 'ANY': app.any(pattern, fn); break;
+    }
+  }
+
+  const server: HttpServer = {
+    name,
+    app,
+    route(method, pattern, handler, options = {}) {
+      const paramCount = pattern.split('/').filter((s) => s.startsWith(':')).length;
+      register(method, pattern, (res, req) => handle(res, req, handler, options, paramCount));
+    },
+    listen(host, port) {
+      return new Promise((resolve, reject) => {
+        app.listen(host, port, (socket) => {
+          if (!socket) return reject(new Error(`${name} listener cannot bind ${host}:${port}`));
+          sockets.push(socket);
+          resolve(uws.us_socket_local_port(socket as never));
+        });
+      });
+    },
+    stopAccepting() {
+      draining = true;
+      for (const s of sockets.splice(0)) uws.us_listen_socket_close(s);
+    },
+    drain(timeoutMs) {
+      if (inFlight === 0) return Promise.resolve(true);
+      return new Promise((resolve) => {
+        const timer = setTimeout(() => resolve(false), timeoutMs);
+        drained = () => {
+          clearTimeout(timer);
+          resolve(true);
+        };
+      });
+    },
+    close() {
+      draining = true;
+      for (const s of sockets.splice(0)) uws.us_listen_socket_close(s);
+      // Present in the native addon (closes every connection) but missing from its type declarations.
+      (app as unknown as { close(): void }).close();
+    },
+    get inFlight() {
+      return inFlight;
+    },
+  };
+  // Registered first, matched last: uWS prefers static and parameter routes over the wildcard.
+  server.route('ANY', '/*', (req) => json(404, { error: `no route for ${req.method} ${req.path}` }));
+  return server;
+}
+
+const EMPTY = Buffer.alloc(0);
+
+export function errorReply(err: AppError): HttpReply {
+  const headers: Record<string, string> = {};
+  if (err.retryAfterSeconds !== undefined) headers['retry-after'] = String(Math.max(1, Math.ceil(err.retryAfterSeconds)));
+  return json(err.status, httpErrorBody(err), headers);
+}

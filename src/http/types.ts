@@ -1,0 +1,50 @@
+// The plain request/reply shapes handlers see: no uWS objects escape the http/ folder.
+
+export interface HttpRequest {
+  method: string;
+  /** Path without the query string. */
+  path: string;
+  /** Raw query string without '?'. */
+  query: string;
+  /** Lower-cased header names. */
+  headers: Record<string, string>;
+  /** Route parameters in pattern order (`:name` segments). */
+  params: string[];
+  ip: string;
+  requestId: string;
+  /** The body, read up to the route's limit before the handler runs; empty for routes without one. */
+  body: Buffer;
+  /** True once the client went away: handlers doing long work may stop early. */
+  readonly aborted: boolean;
+}
+
+export type ReplyBody = string | Buffer | Uint8Array | AsyncIterable<string | Uint8Array>;
+
+export interface HttpReply {
+  status: number;
+  headers?: Record<string, string>;
+  body?: ReplyBody;
+}
+
+export type HttpHandler = (req: HttpRequest) => HttpReply | Promise<HttpReply>;
+
+export interface RouteOptions {
+  /** Read the body (up to this many bytes, else 413) before calling the handler. */
+  bodyLimit?: number;
+}
+
+export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | 'OPTIONS' | 'HEAD' | 'ANY';
+
+export const JSON_HEADERS = { 'content-type': 'application/json' } as const;
+
+export function json(status: number, value: unknown, headers?: Record<string, string>): HttpReply {
+  return { status, headers: headers ? { ...JSON_HEADERS, ...headers } : JSON_HEADERS, body: JSON.stringify(value) };
+}
+
+export function empty(status: number, headers?: Record<string, string>): HttpReply {
+  return headers ? { status, headers } : { status };
+}
+
+export function searchParams(req: HttpRequest): URLSearchParams {
+  return new URLSearchParams(req.query);
+}

@@ -1,0 +1,176 @@
+// Composition root: config → database → workers → services → listeners. Nothing happens at import time;
+// run as a program it starts the service and stops it cleanly on SIGTERM/SIGINT.
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { createAuditWriter, type AuditWriter } from './audit/writer.js';
+import { ConfigError, describeConfig, loadConfig, type Addr, type Config } from './config.js';
+import { createPool, type Sql } from './db/client.js';
+import { startEmbeddedPostgres } from './db/embedded.js';
+import { migrate, pendingMigrations } from './db/migrate.js';
+import { createNotifyHub, type NotifyHub } from './db/notify-hub.js';
+import { baseGraphqlModule } from './graphql/base-module.js';
+import type { Authenticate } from './graphql/context.js';
+import { createGraphqlExecutor, type GraphqlExecutor } from './graphql/executor.js';
+import { registerGraphqlRoute } from './graphql/http.js';
+import { buildSchema } from './graphql/schema.js';
+import { registerHealthRoutes } from './health/routes.js';
+import { createHealth } from './health/service.js';
+import { createHttpServer, type HttpServer } from './http/server.js';
+import { createLogger, type Logger } from './log.js';
+import { migrationsDir, projectRoot } from './paths.js';
+import { createWorkerPool, type WorkerPool } from './worker-pool.js';
+
+export type ListenerName = 'http' | 'messaging' | 'reader' | 'broker_admin' | 'mqtt' | 'coap' | 'grpc';
+
+export interface Service {
+  config: Config;
+  log: Logger;
+  sql: Sql;
+  hub: NotifyHub;
+  audit: AuditWriter;
+  workers: WorkerPool;
+  graphql: GraphqlExecutor;
+  /** Bound ports by listener (port 0 in config resolves to the real one here). */
+  ports: Partial<Record<ListenerName, number>>;
+  stop(): Promise<void>;
+}
+
+const version = (JSON.parse(readFileSync(path.join(projectRoot, 'package.json'), 'utf8')) as { version: string }).version;
+
+export async function startService(env: Record<string, string | undefined>, options: { log?: Logger } = {}): Promise<Service> {
+  const config = loadConfig(env);
+  const log = options.log ?? createLogger(config.logLevel);
+  log.info('starting', { version, ...describeConfig(config) });
+
+  // Everything started is stopped in reverse order, on shutdown and on a failed start alike.
+  const closers: { name: string; close: () => Promise<void> | void }[] = [];
+  const stopAll = async () => {
+    for (const { name, close } of closers.splice(0).reverse()) {
+      try {
+        await close();
+      } catch (err) {
+        log.error('error while stopping', { component: name, err });
+      }
+    }
+  };
+
+  try {
+    let url = config.database.url;
+    if (!url) {
+      const embedded = await startEmbeddedPostgres(config.database.embedded.dataDir, config.database.embedded.port, log);
+      closers.push({ name: 'embedded-postgres', close: embedded.stop });
+      url = embedded.url;
+    }
+    const sql = createPool(url, config.database, log);
+    closers.push({ name: 'database pool', close: () => sql.end({ timeout: 5 }) });
+    await migrate(sql, migrationsDir, log);
+
+    const hub = createNotifyHub(url, sql, log);
+    await hub.start();
+    closers.push({ name: 'notify hub', close: () => hub.close() });
+
+    const audit = createAuditWriter(sql, config.audit, log);
+    closers.push({ name: 'audit writer', close: () => audit.close() });
+
+    const workers = createWorkerPool(config.workers);
+    closers.push({ name: 'worker pool', close: () => workers.close() });
+
+    const health = createHealth(version);
+    health.register('database', async () => {
+      await sql`select 1`;
+      return { status: 'ok' };
+    }, { critical: true });
+    health.register('migrations', async () => {
+      const pending = await pendingMigrations(sql, migrationsDir);
+      return pending.length ? { status: 'error', message: `pending: ${pending.join(', ')}` } : { status: 'ok' };
+    }, { critical: true });
+    health.register('workers', async () => {
+      const r = await workers.run<{ ok: boolean }>('ping', { at: Date.now() });
+      return r.ok ? { status: 'ok' } : { status: 'error', message: 'worker did not answer' };
+    });
+    health.register('notifications', () => (hub.connected ? { status: 'ok' } : { status: 'degraded', message: 'LISTEN connection down; caches expire by TTL' }));
+    health.describe('db_pool', () => ({ max_connections: config.database.poolMax, connect_timeout_secs: config.database.connectTimeoutSecs, idle_timeout_secs: config.database.idleTimeoutSecs, max_lifetime_secs: config.database.maxLifetimeSecs }));
+    health.describe('rate_limits', () => ({
+      enabled: config.rateLimits.enabled,
+      policies: Object.entries(config.rateLimits.policies).map(([category, p]) => ({ category, max_requests: p.max, window_secs: p.windowSecs })),
+      trusted_proxy_cidrs: config.rateLimits.trustedProxyCidrs,
+    }));
+
+    // Authentication arrives with the auth domain; until then every caller is anonymous.
+    const authenticate: Authenticate = async () => null;
+
+    const schema = buildSchema([baseGraphqlModule()]);
+    const graphql = createGraphqlExecutor(schema, {
+      introspection: config.graphql.introspection,
+      maxDepth: config.graphql.maxDepth,
+      maxComplexity: config.graphql.maxComplexity,
+      cacheSize: config.graphql.compiledQueryCacheSize,
+      variableLimit: config.lists.maxLimit,
+    }, log);
+
+    const servers = new Map<ListenerName, { server: HttpServer; addr: NonNullable<Addr> }>();
+    const http = createHttpServer('http', log);
+    registerHealthRoutes(http, health);
+    registerGraphqlRoute(http, { executor: graphql, authenticate, bodyLimit: config.graphql.bodyLimitBytes });
+    if (config.listeners.http) servers.set('http', { server: http, addr: config.listeners.http });
+
+    const ports: Service['ports'] = {};
+    for (const [name, { server, addr }] of servers) {
+      ports[name] = await server.listen(addr.host, addr.port);
+      closers.push({ name: `${name} listener`, close: () => server.close() });
+      log.info('listening', { listener: name, host: addr.host, port: ports[name] });
+    }
+    health.describe('http_ready', () => ports.http !== undefined);
+    health.describe('grpc_ready', () => ports.grpc !== undefined);
+
+    let stopping: Promise<void> | undefined;
+    const service: Service = {
+      config, log, sql, hub, audit, workers, graphql, ports,
+      stop() {
+        return (stopping ??= (async () => {
+          log.info('stopping: no new connections; finishing requests in flight');
+          const all = [...servers.values()].map((s) => s.server);
+          for (const s of all) s.stopAccepting();
+          const drained = await Promise.all(all.map((s) => s.drain(config.shutdownTimeoutSecs * 1000)));
+          if (drained.includes(false)) log.warn('shutdown timeout reached with requests still in flight');
+          await stopAll();
+          log.info('stopped');
+        })());
+      },
+    };
+    log.info('ready');
+    return service;
+  } catch (err) {
+    await stopAll();
+    throw err;
+  }
+}
+
+async function runAsProgram(): Promise<void> {
+  let service: Service;
+  try {
+    service = await startService(process.env);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`${err.message}\n`);
+      process.exit(2);
+    }
+    process.stderr.write(`failed to start: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    if (err instanceof Error && err.cause) process.stderr.write(`cause: ${String((err.cause as Error).stack ?? err.cause)}\n`);
+    process.exit(1);
+  }
+  const onSignal = (signal: NodeJS.Signals) => {
+    service.log.info('signal received', { signal });
+    const hardStop = setTimeout(() => {
+      service.log.error('shutdown did not finish in time; exiting');
+      process.exit(1);
+    }, (service.config.shutdownTimeoutSecs + 10) * 1000);
+    hardStop.unref();
+    service.stop().then(() => process.exit(0), () => process.exit(1));
+  };
+  process.once('SIGTERM', onSignal);
+  process.once('SIGINT', onSignal);
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) void runAsProgram();
