@@ -37,7 +37,7 @@ export interface HttpServer {
   stopAccepting(): void;
   /** Resolves when no request is in flight, or after the timeout. */
   drain(timeoutMs: number): Promise<boolean>;
-  close(): void;
+  close(): Promise<void>;
   readonly inFlight: number;
 }
 
@@ -260,9 +260,12 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
         };
       });
     },
-    close() {
+    async close() {
       draining = true;
       for (const s of sockets.splice(0)) uws.us_listen_socket_close(s);
+      // Replies written from async code are flushed by the event loop after the cork; closing in the
+      // same tick would drop them. One loop turn lets the last replies reach the socket.
+      await new Promise((resolve) => setImmediate(resolve));
       // Present in the native addon (closes every connection) but missing from its type declarations.
       (app as unknown as { close(): void }).close();
     },

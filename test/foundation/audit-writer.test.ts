@@ -1,0 +1,49 @@
+import postgres from 'postgres';
+import t from 'tap';
+import { createAuditWriter } from '../../src/audit/writer.js';
+import { migrate } from '../../src/db/migrate.js';
+import { migrationsDir } from '../../src/paths.js';
+import { createTestDatabase } from '../helpers/database.js';
+import { testLogger } from '../helpers/service.js';
+
+t.test('events are written in batches with their fields', async (t) => {
+  const db = await createTestDatabase();
+  const sql = postgres(db.url, { max: 2, onnotice: () => undefined });
+  t.teardown(async () => {
+    await sql.end();
+    await db.drop();
+  });
+  await migrate(sql as never, migrationsDir, testLogger());
+  const audit = createAuditWriter(sql as never, { batchSize: 100, flushIntervalMs: 50, maxQueue: 1000 }, testLogger());
+  const tenant = '6a1e3b52-47b1-4ad6-9a8e-6a3cf1b0c001';
+  for (let i = 0; i < 250; i++) {
+    audit.record({ event: 'test.event', outcome: i % 2 ? 'allow' : 'deny', actorEntityId: null, tenantId: i < 10 ? tenant : null, details: { i } });
+  }
+  await audit.flush();
+  const [{ count }] = await sql<[{ count: number }]>`select count(*)::int as count from audit_log where event = 'test.event'`;
+  t.equal(count, 250);
+  const [{ tenants }] = await sql<[{ tenants: number }]>`select count(*)::int as tenants from audit_log where tenant_id = ${tenant}`;
+  t.equal(tenants, 10);
+  const [row] = await sql`select outcome, details from audit_log where details->>'i' = '3'`;
+  t.same(row, { outcome: 'allow', details: { i: 3 } });
+  t.equal(audit.stats.written, 250);
+});
+
+t.test('a failing audit write never throws into or delays the caller', async (t) => {
+  const db = await createTestDatabase();
+  const sql = postgres(db.url, { max: 1, onnotice: () => undefined });
+  t.teardown(async () => {
+    await sql.end();
+    await db.drop();
+  });
+  // No migrations: the table does not exist, so every write fails.
+  const audit = createAuditWriter(sql as never, { batchSize: 10, flushIntervalMs: 10, maxQueue: 25 }, testLogger());
+  const started = process.hrtime.bigint();
+  for (let i = 0; i < 100; i++) audit.record({ event: 'doomed', outcome: 'error' });
+  const elapsedMs = Number(process.hrtime.bigint() - started) / 1e6;
+  t.ok(elapsedMs < 50, `recording 100 events took ${elapsedMs.toFixed(2)} ms`);
+  await new Promise((r) => setTimeout(r, 200));
+  t.ok(audit.stats.failures > 0, 'failures were seen');
+  t.ok(audit.stats.dropped >= 75, 'what exceeds the bounded queue is dropped and counted');
+  await audit.close();
+});

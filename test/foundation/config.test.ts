@@ -1,0 +1,73 @@
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import t from 'tap';
+import { ConfigError, describeConfig, loadConfig } from '../../src/config.js';
+import { projectRoot } from '../../src/paths.js';
+
+t.test('defaults load and listener addresses match DESIGN.md', async (t) => {
+  const c = loadConfig({});
+  t.same(c.listeners.http, { host: '0.0.0.0', port: 8080 });
+  t.same(c.listeners.messaging, { host: '0.0.0.0', port: 8008 });
+  t.same(c.listeners.reader, { host: '0.0.0.0', port: 9009 });
+  t.same(c.listeners.brokerAdmin, { host: '127.0.0.1', port: 8082 });
+  t.same(c.pki.enrollment.listen, { host: '0.0.0.0', port: 8443 });
+  t.equal(c.pki.enrollment.enabled, false);
+  t.equal(c.pki.enrollment.maxCsrBytes, 65536);
+  t.equal(c.pki.pkcs11.maxInFlight, 8);
+  t.equal(c.pki.caKeyEncryptionKeyId, 'local-ca:v1');
+  t.equal(c.graphql.introspection, false);
+  t.equal(c.graphql.maxDepth, 20);
+  t.equal(c.database.url, undefined, 'no DATABASE_URL means the embedded server');
+});
+
+t.test('a listener can be switched off and IPv6 addresses parse', async (t) => {
+  const c = loadConfig({ SVC_MQTT_ADDR: 'off', SVC_HTTP_ADDR: '[::1]:0' });
+  t.equal(c.listeners.mqtt, null);
+  t.same(c.listeners.http, { host: '::1', port: 0 });
+});
+
+t.test('every problem is reported at once', async (t) => {
+  const err = t.throws(() => loadConfig({
+    SVC_HTTP_ADDR: 'nonsense',
+    SVC_GRAPHQL_MAX_DEPTH: 'deep',
+    SVC_RATE_LIMIT_ENABLED: 'maybe',
+    SVC_LOG_LEVEL: 'loud',
+    SVC_KEY_ENCRYPTION_KEY: 'c2VjcmV0LXZhbHVl',
+    SVC_PKI_CA_KEY_BACKEND: 'pkcs11',
+    SVC_PKI_ENROLLMENT_ENABLED: 'true',
+    DATABASE_URL: 'not a url',
+  })) as ConfigError;
+  t.ok(err instanceof ConfigError);
+  const text = err.message;
+  for (const name of ['SVC_HTTP_ADDR', 'SVC_GRAPHQL_MAX_DEPTH', 'SVC_RATE_LIMIT_ENABLED', 'SVC_LOG_LEVEL',
+    'SVC_KEY_ENCRYPTION_KEY', 'SVC_PKI_PKCS11_MODULE_PATH', 'SVC_PKI_PKCS11_USER_PIN',
+    'SVC_PKI_ENROLLMENT_TLS_CERT_PATH', 'DATABASE_URL']) {
+    t.match(text, name, `names ${name}`);
+  }
+  t.ok(err.problems.length >= 9, `${err.problems.length} problems listed`);
+  t.notMatch(text, 'c2VjcmV0LXZhbHVl', 'a secret value is never echoed');
+  t.notMatch(text, 'not a url', 'the database URL (it may hold a password) is never echoed');
+});
+
+t.test('the two CA key-encryption keys must differ', async (t) => {
+  const key = Buffer.alloc(32, 7).toString('base64');
+  t.throws(() => loadConfig({ SVC_KEY_ENCRYPTION_KEY: key, SVC_PKI_CA_KEY_ENCRYPTION_KEY: key }), /must differ/);
+});
+
+t.test('describeConfig never shows the database password', async (t) => {
+  const c = loadConfig({ DATABASE_URL: 'postgres://u:hunter2@db:5432/x' });
+  t.notMatch(JSON.stringify(describeConfig(c)), 'hunter2');
+});
+
+t.test('the program refuses invalid config with exit code 2 and lists every problem', async (t) => {
+  const child = spawn(process.execPath, [path.join(projectRoot, 'dist/src/main.js')], {
+    env: { PATH: process.env.PATH, SVC_HTTP_ADDR: 'x', SVC_DB_POOL_MAX: '0', SVC_ADMIN_SECRET: 'hunter2-secret' },
+  });
+  let stderr = '';
+  child.stderr.on('data', (d) => (stderr += d));
+  const code = await new Promise((resolve) => child.on('exit', resolve));
+  t.equal(code, 2);
+  t.match(stderr, 'SVC_HTTP_ADDR');
+  t.match(stderr, 'SVC_DB_POOL_MAX');
+  t.notMatch(stderr, 'hunter2');
+});

@@ -1,0 +1,35 @@
+import t from 'tap';
+import { AppError, graphqlExtensions, isAppError, rateLimited, toAppError } from '../../src/errors.js';
+
+t.test('database errors translate by SQLSTATE and constraint name', async (t) => {
+  const unique = toAppError({ code: '23505', constraint_name: 'tenants__alias_live', severity: 'ERROR' });
+  t.equal(unique.kind, 'CONFLICT');
+  t.equal(unique.message, 'a tenant with this alias already exists');
+  t.equal(unique.status, 409);
+  const unnamed = toAppError({ code: '23505', constraint_name: 'x__y', severity: 'ERROR' });
+  t.equal(unnamed.message, 'already exists');
+  t.equal(toAppError({ code: '23503', severity: 'ERROR' }).message, 'invalid reference');
+  t.equal(toAppError({ code: '23514', severity: 'ERROR' }).message, 'invalid value');
+  t.equal(toAppError({ code: 'ECONNREFUSED' }).kind, 'UNAVAILABLE');
+  t.equal(toAppError({ code: '57P01', severity: 'FATAL' }).kind, 'UNAVAILABLE');
+  t.equal(toAppError({ code: '42P01', severity: 'ERROR', message: 'relation "x" does not exist' }).message, 'database error');
+});
+
+t.test('unknown errors become INTERNAL without their message', async (t) => {
+  const err = toAppError(new Error('secret internals at /srv/app'));
+  t.equal(err.kind, 'INTERNAL');
+  t.equal(err.message, 'internal error');
+  t.equal(err.status, 500);
+});
+
+t.test('errors are matched by shape, not instanceof', async (t) => {
+  const plain = { name: 'AppError', kind: 'FORBIDDEN', code: 'FORBIDDEN', message: 'forbidden' };
+  t.ok(isAppError(plain));
+  t.notOk(isAppError({ name: 'AppError', kind: 'NOPE' }));
+});
+
+t.test('GraphQL extensions follow the contract', async (t) => {
+  t.same(graphqlExtensions(rateLimited(3), 'r1'), { code: 'RATE_LIMITED', retryable: true, requestId: 'r1', retryAfterSeconds: 3 });
+  const guard = new AppError('INVALID_INPUT', 'no', { code: 'action_not_allowed_for_entity_kind' });
+  t.same(graphqlExtensions(guard, 'r2'), { code: 'action_not_allowed_for_entity_kind', retryable: false, requestId: 'r2' });
+});

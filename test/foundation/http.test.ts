@@ -1,0 +1,102 @@
+import net from 'node:net';
+import t from 'tap';
+import { request } from 'undici';
+import { createHttpServer } from '../../src/http/server.js';
+import { json } from '../../src/http/types.js';
+import { startTestService, testLogger } from '../helpers/service.js';
+
+function rawRequest(port: number, text: string, { endAfterWrite = false } = {}): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(port, '127.0.0.1', () => {
+      socket.write(text);
+      if (endAfterWrite) socket.end();
+    });
+    let data = '';
+    socket.on('data', (d) => (data += d));
+    socket.on('close', () => resolve(data));
+    socket.on('error', reject);
+    socket.setTimeout(5000, () => socket.destroy());
+  });
+}
+
+t.test('a started service answers health, 404 JSON and 413 JSON', async (t) => {
+  const { url, service } = await startTestService(t, { SVC_GRAPHQL_BODY_LIMIT_BYTES: '2048' });
+  const health = await request(`${url()}/health`);
+  t.equal(health.statusCode, 200);
+  t.match(await health.body.json(), { status: 'ok', database: { status: 'ok' }, migrations: { status: 'ok' } });
+  const live = await request(`${url()}/health/live`);
+  t.same(await live.body.json(), { status: 'ok' });
+
+  const missing = await request(`${url()}/no/such/route`, { method: 'DELETE' });
+  t.equal(missing.statusCode, 404);
+  t.equal(missing.headers['content-type'], 'application/json');
+  t.same(await missing.body.json(), { error: 'no route for DELETE /no/such/route' });
+
+  const big = JSON.stringify({ query: `{ health } #${'x'.repeat(4096)}` });
+  const tooLarge = await request(`${url()}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: big });
+  t.equal(tooLarge.statusCode, 413);
+  t.same(await tooLarge.body.json(), { error: 'request body exceeds the limit of 2048 bytes' });
+
+  // Without a Content-Length the limit is enforced while reading the chunks.
+  const port = service.ports.http as number;
+  const chunked = await rawRequest(port,
+    'POST /graphql HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n'
+    + `1000\r\n${'y'.repeat(4096)}\r\n0\r\n\r\n`);
+  t.match(chunked, /^HTTP\/1.1 413 /);
+  t.match(chunked, '{"error":"request body exceeds the limit of 2048 bytes"}');
+});
+
+t.test('an aborted upload does not crash the listener or leak the request', async (t) => {
+  const { url, service } = await startTestService(t);
+  const port = service.ports.http as number;
+  await new Promise<void>((resolve) => {
+    const socket = net.connect(port, '127.0.0.1', () => {
+      socket.write('POST /graphql HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"query":');
+      setTimeout(() => {
+        socket.destroy();
+        resolve();
+      }, 100);
+    });
+  });
+  await new Promise((r) => setTimeout(r, 100));
+  const after = await request(`${url()}/health/live`);
+  t.equal(after.statusCode, 200, 'still serving');
+  await after.body.dump();
+});
+
+t.test('large replies respect backpressure and arrive whole', async (t) => {
+  const server = createHttpServer('test', testLogger());
+  const payload = Buffer.alloc(16 * 1024 * 1024);
+  for (let i = 0; i < payload.length; i++) payload[i] = i % 251;
+  server.route('GET', '/big', () => ({ status: 200, body: payload }));
+  server.route('GET', '/stream', () => ({
+    status: 200,
+    body: (async function* () {
+      for (let i = 0; i < 2000; i++) yield `${JSON.stringify({ line: i, pad: 'p'.repeat(2000) })}\n`;
+    })(),
+  }));
+  server.route('GET', '/json', () => json(200, { ok: true }));
+  const port = await server.listen('127.0.0.1', 0);
+  t.teardown(() => server.close());
+
+  // A slow reader: pause the socket so the server's writes hit backpressure.
+  const received = await new Promise<Buffer>((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    const socket = net.connect(port, '127.0.0.1', () => socket.write('GET /big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'));
+    socket.on('data', (d) => {
+      chunks.push(d);
+      socket.pause();
+      setTimeout(() => socket.resume(), 1);
+    });
+    socket.on('end', () => resolve(Buffer.concat(chunks)));
+    socket.on('error', reject);
+  });
+  const bodyStart = received.indexOf('\r\n\r\n') + 4;
+  t.ok(payload.equals(received.subarray(bodyStart)), 'the 16 MiB body arrived intact');
+
+  const streamed = await request(`http://127.0.0.1:${port}/stream`);
+  const lines = (await streamed.body.text()).trim().split('\n');
+  t.equal(lines.length, 2000);
+  t.same(JSON.parse(lines[1999] as string).line, 1999);
+  t.equal(server.inFlight, 0);
+});

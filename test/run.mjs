@@ -1,0 +1,35 @@
+// Runs the test command against DATABASE_URL, or, when it is unset, against an embedded PostgreSQL
+// started for this run under .data/test-pg (kept between runs so later runs start fast).
+import { spawn } from 'node:child_process';
+import net from 'node:net';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const [command, ...args] = process.argv.slice(2);
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+let embedded;
+const env = { ...process.env };
+if (!env.DATABASE_URL) {
+  const { startEmbeddedPostgres } = await import(path.join(root, 'dist/src/db/embedded.js'));
+  const { createLogger } = await import(path.join(root, 'dist/src/log.js'));
+  embedded = await startEmbeddedPostgres(path.join(root, '.data/test-pg'), await freePort(), createLogger('warn'));
+  env.DATABASE_URL = embedded.url;
+}
+
+const child = spawn(command, args, { stdio: 'inherit', env });
+for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => child.kill(signal));
+const code = await new Promise((resolve) => child.on('exit', (c, s) => resolve(c ?? (s ? 1 : 0))));
+await embedded?.stop();
+process.exit(code);
