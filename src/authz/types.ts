@@ -1,0 +1,61 @@
+// The authorization engine's contract with every other domain: what a decision is asked about and what
+// it answers. Other domains import from authz/index.ts only.
+import type { Principal } from '../auth/principal.js';
+
+export const OBJECT_KINDS = [
+  'entity', 'resource', 'group', 'tenant', 'role', 'policy', 'credential', 'api_endpoint', 'audit_log', 'signing_key',
+] as const;
+export type ObjectKind = (typeof OBJECT_KINDS)[number];
+
+/**
+ * What a decision is about. With an id, one object (the engine loads its tenant, type, attributes and
+ * group containment). With id null, the kind as a whole at the scope of `tenantId`, or at platform
+ * scope when tenantId is null too: "may create tenants" is {kind: 'tenant', id: null, tenantId: null}.
+ */
+export interface ObjectRef {
+  kind: ObjectKind;
+  id: string | null;
+  tenantId?: string | null;
+}
+
+export interface AuthorizeRequest {
+  subjectId: string;
+  action: string;
+  object: ObjectRef;
+  /** Request context for ABAC conditions: ip, method, client_id, mfa_verified, time. */
+  context?: Record<string, unknown>;
+  /** A scoped access token's credential id: its stored ceiling narrows the subject's live grants. */
+  ceilingCredentialId?: string | null;
+}
+
+export interface Decision {
+  allowed: boolean;
+  /** 'allowed', 'subject not found', 'tenant is frozen', "explicitly denied by role 'x' block", ... */
+  reason: string;
+  /** The permission blocks that decided (the matching deny, or the matching allows). */
+  blockIds: string[];
+  details?: Record<string, unknown>;
+}
+
+/** What changed, so caches drop exactly what may now be wrong (or everything, when unsure). */
+export type Invalidation =
+  | { kind: 'all' }
+  | { kind: 'subjects'; entityIds: string[] }
+  | { kind: 'objects'; objectIds: string[] }
+  | { kind: 'tenants'; tenantIds: string[] }
+  | { kind: 'credentials'; credentialIds: string[] };
+
+export interface Authz {
+  authorize(request: AuthorizeRequest): Promise<Decision>;
+  /** A decision for a caller: subject = the principal's entity, ceiling = its scoped token's, if any. */
+  decide(principal: Principal, action: string, object: ObjectRef, context?: Record<string, unknown>): Promise<Decision>;
+  /** Like decide, but throws FORBIDDEN with the exact message 'forbidden' when denied. */
+  require(principal: Principal, action: string, object: ObjectRef, context?: Record<string, unknown>): Promise<void>;
+  /** manage at platform scope, without a ceiling (scoped tokens are never platform administrators). */
+  isPlatformAdmin(principal: Principal): Promise<boolean>;
+  /**
+   * Call after the write committed and before answering: drops the local entries at once (a load that
+   * raced the write is not cached), then NOTIFYs the other instances, which drop the same entries.
+   */
+  invalidate(change: Invalidation): Promise<void>;
+}
