@@ -1,0 +1,41 @@
+// List pages: the total and the page come from one statement, so they always describe the same snapshot.
+import type postgres from 'postgres';
+import type { Queryable } from './client.js';
+
+export interface Page {
+  limit: number;
+  offset: number;
+}
+
+export interface ListResult<T> {
+  total: number;
+  items: T[];
+}
+
+/** Page bounds as the API promises them: limit clamped to 1..max (default when absent), offset >= 0. */
+export function pageOf(args: { limit?: number | null; offset?: number | null }, bounds: { defaultLimit: number; maxLimit: number }): Page {
+  const limit = args.limit ?? bounds.defaultLimit;
+  return {
+    limit: Math.min(bounds.maxLimit, Math.max(1, Math.trunc(limit))),
+    offset: Math.max(0, Math.trunc(args.offset ?? 0)),
+  };
+}
+
+type Fragment = postgres.PendingQuery<postgres.Row[]> | postgres.Fragment;
+
+/**
+ * `from` is the `from ... where ...` part (filters, grants already applied), `columns` the select list
+ * of one item, `order` a total order (end it with the id). Items come back as JSON objects keyed by
+ * column name (timestamps as ISO strings).
+ */
+export async function selectPage<T>(sql: Queryable, parts: { columns: Fragment; from: Fragment; order: Fragment }, page: Page): Promise<ListResult<T>> {
+  const [row] = await sql<[{ total: number; items: T[] }]>`
+    select
+      (select count(*)::int ${parts.from}) as total,
+      coalesce((
+        select json_agg(p) from (
+          select ${parts.columns} ${parts.from} order by ${parts.order} limit ${page.limit} offset ${page.offset}
+        ) p
+      ), '[]'::json) as items`;
+  return row;
+}
