@@ -46,8 +46,15 @@ function readAllStats() {
 }
 
 /**
- * @typedef {{wallNs: bigint, ticks: Record<string, number>, pids: Record<string, number[]>}} CpuSnapshot
+ * @typedef {{wallNs: bigint, ticks: Record<string, number>, pids: Record<string, number[]>, machineBusyTicks: number}} CpuSnapshot
  */
+
+/** Busy ticks of the whole machine (all cores) from /proc/stat: total minus idle and iowait. */
+function readMachineBusyTicks() {
+  const fields = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0].trim().split(/\s+/).slice(1).map(Number);
+  // user nice system idle iowait irq softirq steal (guest time is already inside user and nice)
+  return fields.slice(0, 8).reduce((a, b) => a + b, 0) - fields[3] - fields[4];
+}
 
 /**
  * Snapshot CPU ticks per group: each named root pid with all its descendants, plus group "postgres" (every
@@ -59,6 +66,7 @@ function readAllStats() {
  */
 export function takeCpuSnapshot(roots, { includePostgres = true } = {}) {
   const stats = readAllStats();
+  const machineBusyTicks = readMachineBusyTicks();
   const wallNs = process.hrtime.bigint();
   /** @type {Map<number, number[]>} */
   const children = new Map();
@@ -82,7 +90,7 @@ export function takeCpuSnapshot(roots, { includePostgres = true } = {}) {
     pids.postgres = pg.map((s) => s.pid);
     ticks.postgres = pg.reduce((sum, s) => sum + s.ticks, 0);
   }
-  return { wallNs, ticks, pids };
+  return { wallNs, ticks, pids, machineBusyTicks };
 }
 
 /**
@@ -111,7 +119,10 @@ export function diffCpuSnapshots(before, after) {
   for (const group of Object.keys(after.ticks)) {
     cpuSeconds[group] = ((after.ticks[group] ?? 0) - (before.ticks[group] ?? 0)) / CLOCK_TICKS;
   }
-  return { wallSeconds: Number(after.wallNs - before.wallNs) / 1e9, cpuSeconds };
+  const measured = Object.values(cpuSeconds).reduce((a, b) => a + b, 0);
+  // CPU used by anything else (another test suite, a build): a large value means a contended run.
+  const otherCpuSeconds = Math.max(0, (after.machineBusyTicks - before.machineBusyTicks) / CLOCK_TICKS - measured);
+  return { wallSeconds: Number(after.wallNs - before.wallNs) / 1e9, cpuSeconds, otherCpuSeconds };
 }
 
 /**

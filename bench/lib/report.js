@@ -16,6 +16,7 @@ import { resultsDir } from './paths.js';
  * @property {number} errors
  * @property {number|null} generatorCpuShare generator CPU seconds / wall seconds (1.0 = one full core)
  * @property {Record<string, number>} serverCpuSeconds per group (service or bare, postgres)
+ * @property {number|null} otherCpuSeconds machine CPU used outside server and generator during the window
  * @property {number|null} serverCpuPerRequestUs sum of serverCpuSeconds / requests, in µs
  * @property {number|null} efficiency baseline CPU per request / this CPU per request
  * @property {{efficiency?: number} | null} target
@@ -26,7 +27,7 @@ import { resultsDir } from './paths.js';
  * Combine a load result and a CPU window into the reported figures.
  * @param {{name: string, description?: string, target?: {efficiency?: number}}} scenario
  * @param {any} load fields of LoadResult (or what a run(ctx) scenario returned)
- * @param {{wallSeconds: number, cpuSeconds: Record<string, number>} | null} cpu
+ * @param {{wallSeconds: number, cpuSeconds: Record<string, number>, otherCpuSeconds?: number} | null} cpu
  * @param {number | null} baselineCpuPerRequestUs null while measuring the baseline itself
  * @returns {ScenarioResult & Record<string, unknown>}
  */
@@ -55,6 +56,7 @@ export function buildResult(scenario, load, cpu, baselineCpuPerRequestUs) {
     errors: load.errors ?? 0,
     generatorCpuShare: load.generatorCpuShare ?? (generator !== null && wallSeconds > 0 ? generator / wallSeconds : null),
     serverCpuSeconds,
+    otherCpuSeconds: load.otherCpuSeconds ?? cpu?.otherCpuSeconds ?? null,
     serverCpuPerRequestUs: cpuPerRequestUs,
     baselineCpuPerRequestUs: baseline,
     efficiency,
@@ -77,6 +79,7 @@ const COLUMNS = [
   ['gen cpu', (r) => fmt(r.generatorCpuShare, 2)],
   ['srv cpu', (r) => fmt(sumValues(r.serverCpuSeconds), 2)],
   ['pg cpu', (r) => fmt(r.serverCpuSeconds.postgres, 2)],
+  ['other cpu', (r) => fmt(r.otherCpuSeconds, 2)],
   ['cpu µs/req', (r) => fmt(r.serverCpuPerRequestUs, 2)],
   ['efficiency', (r) => fmt(r.efficiency, 2)],
   ['target', (r) => (r.target?.efficiency === undefined ? '' : `>= ${r.target.efficiency} ${r.verdict}`)],

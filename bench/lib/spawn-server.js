@@ -34,7 +34,7 @@ export function spawnServer({ args, env = {}, cwd = process.cwd(), name = 'serve
     if (tail.length > TAIL_LINES) tail.shift();
   };
   const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-  createInterface({ input: child.stderr }).on('line', (line) => pushTail(`[stderr] ${line}`));
+  createInterface({ input: /** @type {import('node:stream').Readable} */ (child.stderr) }).on('line', (line) => pushTail(`[stderr] ${line}`));
 
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
@@ -46,7 +46,7 @@ export function spawnServer({ args, env = {}, cwd = process.cwd(), name = 'serve
       clearTimeout(timer);
       reject(new Error(`${name} exited before ready (code ${code}, signal ${signal})\n${tail.join('\n')}`));
     });
-    createInterface({ input: child.stdout }).on('line', (line) => {
+    createInterface({ input: /** @type {import('node:stream').Readable} */ (child.stdout) }).on('line', (line) => {
       pushTail(line);
       if (ready) {
         logLinesAfterReady++;
