@@ -7,6 +7,7 @@ import {
   specifiedRules,
   validate,
   type DocumentNode,
+  type ExecutionResult,
   type GraphQLSchema,
   type ValidationRule,
 } from 'graphql';
@@ -34,8 +35,8 @@ export interface ExecutorOptions {
 type Prepared = { compiled: CompiledQuery; document: DocumentNode } | { errors: readonly GraphQLError[] };
 
 export interface GraphqlExecutor {
-  /** Executes and returns the serialized JSON response body. */
-  execute(request: GraphqlRequest, context: GraphqlContext): Promise<string>;
+  /** Executes and returns the serialized JSON response body (synchronously when no resolver awaited). */
+  execute(request: GraphqlRequest, context: GraphqlContext): string | Promise<string>;
   /** Validates without executing (custom endpoints check their stored operation at save time). */
   check(query: string, operationName?: string | null): readonly GraphQLError[];
   readonly stats: { compilations: number; cached: number };
@@ -100,17 +101,23 @@ export function createGraphqlExecutor(schema: GraphQLSchema, options: ExecutorOp
     return base;
   }
 
+  function serialize(result: ExecutionResult, requestId: string): string {
+    if (!result.errors || result.errors.length === 0) return JSON.stringify({ data: result.data });
+    const out: Record<string, unknown> = { errors: result.errors.map((e) => formatError(e as GraphQLError, requestId)) };
+    if (result.data !== undefined) out.data = result.data;
+    return JSON.stringify(out);
+  }
+
   return {
-    async execute(request, context) {
+    execute(request, context) {
       const prepared = prepare(request.query, request.operationName);
       if ('errors' in prepared) {
         return JSON.stringify({ errors: prepared.errors.map((e) => formatError(e, context.requestId)) });
       }
-      const result = await prepared.compiled.query(undefined, context, request.variables ?? {});
-      if (!result.errors || result.errors.length === 0) return JSON.stringify({ data: result.data });
-      const out: Record<string, unknown> = { errors: result.errors.map((e) => formatError(e, context.requestId)) };
-      if (result.data !== undefined) out.data = result.data;
-      return JSON.stringify(out);
+      const result = prepared.compiled.query(undefined, context, request.variables ?? {});
+      // graphql-jit answers synchronously when no resolver returned a promise: keep that path promise-free.
+      if (result instanceof Promise) return result.then((r) => serialize(r, context.requestId));
+      return serialize(result, context.requestId);
     },
     check(query, operationName) {
       const prepared = prepare(query, operationName);

@@ -34,11 +34,15 @@ export function decodeGraphqlRequest(body: Buffer): GraphqlRequest {
   };
 }
 
+// Cookie and origin: browser sessions (the admin UI) authenticate with a cookie, checked against Origin.
+const GRAPHQL_HEADERS = ['authorization', 'content-type', 'content-length', 'x-request-id', 'cookie', 'origin'];
+const ok = (body: string) => ({ status: 200, headers: JSON_HEADERS, body });
+
 export function registerGraphqlRoute(
   server: HttpServer,
   deps: { executor: GraphqlExecutor; authenticate: Authenticate; bodyLimit: number },
 ): void {
-  server.route('POST', '/graphql', async (req) => {
+  server.route('POST', '/graphql', (req) => {
     const type = req.headers['content-type'];
     if (type !== undefined && !type.toLowerCase().startsWith('application/json')) {
       return badRequest(req, 415, 'Content-Type must be application/json');
@@ -49,8 +53,7 @@ export function registerGraphqlRoute(
     } catch (err) {
       return badRequest(req, 400, (err as AppError).message);
     }
-    const context = createContext(req, deps.authenticate);
-    const body = await deps.executor.execute(request, context);
-    return { status: 200, headers: JSON_HEADERS, body };
-  }, { bodyLimit: deps.bodyLimit });
+    const body = deps.executor.execute(request, createContext(req, deps.authenticate));
+    return typeof body === 'string' ? ok(body) : body.then(ok);
+  }, { bodyLimit: deps.bodyLimit, headers: GRAPHQL_HEADERS });
 }

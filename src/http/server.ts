@@ -1,12 +1,23 @@
 // A uWS listener with routing, bounded body reading, abort safety, request ids, error mapping and draining.
-import { randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import { AppError, httpErrorBody, isUnexpected, payloadTooLarge, toAppError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { nativeUws, type TemplatedApp, type UwsRequest, type UwsResponse, type us_listen_socket } from './uws.js';
 import { json, type HttpHandler, type HttpMethod, type HttpReply, type HttpRequest, type RouteOptions } from './types.js';
 
+const EMPTY = Buffer.alloc(0);
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
+export const DEFAULT_HEADERS: readonly string[] = ['authorization', 'content-type', 'content-length', 'x-request-id', 'x-forwarded-for'];
+const METHODS: Record<string, string> = { get: 'GET', post: 'POST', put: 'PUT', patch: 'PATCH', delete: 'DELETE', options: 'OPTIONS', head: 'HEAD' };
+
+// Request ids only need to be unique, not secret: a per-process random prefix and a counter are enough
+// and cost nothing next to a random UUID per request.
+const idPrefix = randomBytes(6).toString('hex');
+let idCounter = 0;
+function nextRequestId(): string {
+  return `${idPrefix}-${(++idCounter).toString(36)}`;
+}
 const LARGE_BODY = 64 * 1024;
 
 const statusLines = new Map<number, string>();
@@ -19,13 +30,34 @@ function statusLine(status: number): string {
   return line;
 }
 
-/** Per-request bookkeeping shared by the reader, the handler and the writer. */
-interface Exchange {
-  res: UwsResponse;
-  requestId: string;
-  aborted: boolean;
-  done: boolean;
-  wake: (() => void) | undefined;
+/**
+ * One request/response pair: the request a handler sees (as HttpRequest) and the bookkeeping the reader
+ * and the writer share. One allocation per request, accessors on the prototype.
+ */
+class Exchange implements HttpRequest {
+  aborted = false;
+  done = false;
+  /** True while inside uWS's own callback, which is corked already. */
+  corked = true;
+  wake: (() => void) | undefined = undefined;
+  body: Buffer = EMPTY;
+  private peer: string | undefined = undefined;
+
+  constructor(
+    readonly res: UwsResponse,
+    readonly method: string,
+    readonly path: string,
+    readonly query: string,
+    readonly headers: Record<string, string>,
+    readonly params: string[],
+    readonly requestId: string,
+  ) {}
+
+  // The response object stays valid until it is ended or aborted, so the address is read on demand.
+  get ip(): string {
+    if (this.peer === undefined) this.peer = this.aborted ? '' : Buffer.from(this.res.getRemoteAddressAsText()).toString();
+    return this.peer;
+  }
 }
 
 export interface HttpServer {
@@ -70,13 +102,18 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
       void stream(ex, reply, body);
       return;
     }
-    const size = body === undefined ? 0 : typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength;
-    ex.res.cork(() => {
-      writeHead(ex, reply);
-      if (size > LARGE_BODY) return endLarge(ex, typeof body === 'string' ? Buffer.from(body) : (body as Uint8Array));
-      ex.res.end(body as string | Uint8Array | undefined, draining);
-      finish(ex);
-    });
+    if (ex.corked) writeReply(ex, reply, body);
+    else ex.res.cork(() => writeReply(ex, reply, body));
+  }
+
+  function writeReply(ex: Exchange, reply: HttpReply, body: string | Uint8Array | undefined): void {
+    writeHead(ex, reply);
+    if (body !== undefined && body.length > LARGE_BODY / 4) {
+      const bytes = typeof body === 'string' ? Buffer.from(body) : body;
+      if (bytes.byteLength > LARGE_BODY) return endLarge(ex, bytes);
+    }
+    ex.res.end(body, draining);
+    finish(ex);
   }
 
   /** Large bodies go out as the socket drains instead of being buffered whole in the kernel queue. */
@@ -136,10 +173,10 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
     send(ex, errorReply(appErr));
   }
 
-  function run(ex: Exchange, request: HttpRequest, handler: HttpHandler): void {
+  function run(ex: Exchange, handler: HttpHandler): void {
     let result: HttpReply | Promise<HttpReply>;
     try {
-      result = handler(request);
+      result = handler(ex);
     } catch (err) {
       return fail(ex, err);
     }
@@ -148,46 +185,49 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
   }
 
   function handle(res: UwsResponse, req: UwsRequest, handler: HttpHandler, options: RouteOptions, paramCount: number): void {
+    // Only the headers a route reads cross from native to JS: each one is a call and two strings.
     const headers: Record<string, string> = {};
-    req.forEach((key, value) => {
-      headers[key] = value;
-    });
+    if (options.headers === 'all') {
+      req.forEach((key, value) => {
+        headers[key] = value;
+      });
+    } else {
+      for (const name of options.headers ?? DEFAULT_HEADERS) {
+        const value = req.getHeader(name);
+        if (value !== '') headers[name] = value;
+      }
+    }
+    const params: string[] = [];
+    for (let i = 0; i < paramCount; i++) params.push(decodeURIComponent(req.getParameter(i) ?? ''));
     const incomingId = headers['x-request-id'];
-    const ex: Exchange = {
+    const method = req.getMethod();
+    const ex = new Exchange(
       res,
-      requestId: incomingId !== undefined && REQUEST_ID.test(incomingId) ? incomingId : randomUUID(),
-      aborted: false,
-      done: false,
-      wake: undefined,
-    };
+      METHODS[method] ?? method.toUpperCase(),
+      req.getUrl(),
+      req.getQuery() ?? '',
+      headers,
+      params,
+      incomingId !== undefined && REQUEST_ID.test(incomingId) ? incomingId : nextRequestId(),
+    );
     inFlight++;
     res.onAborted(() => {
       ex.aborted = true;
       ex.wake?.();
       finish(ex);
     });
-    const params: string[] = [];
-    for (let i = 0; i < paramCount; i++) params.push(decodeURIComponent(req.getParameter(i) ?? ''));
-    const request: HttpRequest = {
-      method: req.getMethod().toUpperCase(),
-      path: req.getUrl(),
-      query: req.getQuery() ?? '',
-      headers,
-      params,
-      ip: Buffer.from(res.getRemoteAddressAsText()).toString(),
-      requestId: ex.requestId,
-      body: EMPTY,
-      get aborted() {
-        return ex.aborted;
-      },
-    };
     const limit = options.bodyLimit;
-    if (limit === undefined) return run(ex, request, handler);
+    if (limit === undefined) {
+      run(ex, handler);
+      ex.corked = false;
+      return;
+    }
+    ex.corked = false;
     const declared = Number(headers['content-length']);
     if (declared > limit) return sendAndClose(ex, errorReply(payloadTooLarge(limit)));
     readBody(ex, limit, (body) => {
-      request.body = body;
-      run(ex, request, handler);
+      ex.body = body;
+      run(ex, handler);
     });
   }
 
@@ -201,7 +241,7 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
   }
 
   function readBody(ex: Exchange, limit: number, onBody: (body: Buffer) => void): void {
-    const chunks: Buffer[] = [];
+    let chunks: Buffer[] | undefined;
     let size = 0;
     let rejected = false;
     ex.res.onData((chunk, isLast) => {
@@ -212,8 +252,10 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
         return sendAndClose(ex, errorReply(payloadTooLarge(limit)));
       }
       // uWS reuses the chunk's memory after this callback returns: copy it.
-      chunks.push(Buffer.from(new Uint8Array(chunk)));
-      if (isLast) onBody(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size));
+      const copy = Buffer.from(new Uint8Array(chunk));
+      if (isLast && chunks === undefined) return onBody(copy);
+      (chunks ??= []).push(copy);
+      if (isLast) onBody(Buffer.concat(chunks, size));
     });
   }
 
@@ -277,8 +319,6 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
   server.route('ANY', '/*', (req) => json(404, { error: `no route for ${req.method} ${req.path}` }));
   return server;
 }
-
-const EMPTY = Buffer.alloc(0);
 
 export function errorReply(err: AppError): HttpReply {
   const headers: Record<string, string> = {};

@@ -31,6 +31,11 @@ export type HttpHandler = (req: HttpRequest) => HttpReply | Promise<HttpReply>;
 export interface RouteOptions {
   /** Read the body (up to this many bytes, else 413) before calling the handler. */
   bodyLimit?: number;
+  /**
+   * Request headers the handler reads (lower-case). Default: authorization, content-type,
+   * content-length, x-request-id, x-forwarded-for. 'all' for every header.
+   */
+  headers?: readonly string[] | 'all';
 }
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | 'OPTIONS' | 'HEAD' | 'ANY';
