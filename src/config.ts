@@ -89,6 +89,26 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
   };
   if (auth.scrypt.cost & (auth.scrypt.cost - 1)) r.problem('SVC_SCRYPT_COST must be a power of two');
 
+  // Authentication runtime settings (issue 4): bootstrap subject, login limits per address, caches, origins.
+  const authRuntime = {
+    adminEntityId: r.string('SVC_ADMIN_ENTITY_ID', r.optional('ADMIN_ENTITY_ID') ?? '00000000-0000-0000-0000-000000000001'),
+    allowUnverifiedEmailLogin: r.bool('SVC_ALLOW_UNVERIFIED_EMAIL_LOGIN', false),
+    loginFailureIpLimit: r.int('SVC_LOGIN_FAILURE_IP_LIMIT', 100, 1, 1_000_000),
+    tokenCacheSize: r.int('SVC_AUTH_TOKEN_CACHE_SIZE', 10_000, 1, 10_000_000),
+    tokenCacheTtlSecs: r.int('SVC_AUTH_TOKEN_CACHE_TTL_SECS', 300, 1, 86_400),
+    deviceKeyCacheSize: r.int('SVC_DEVICE_KEY_CACHE_SIZE', 100_000, 1, 10_000_000),
+    trustedOrigins: r.list('SVC_TRUSTED_ORIGINS'),
+  };
+  if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(authRuntime.adminEntityId)) {
+    r.problem('SVC_ADMIN_ENTITY_ID must be a UUID');
+  }
+  for (const origin of authRuntime.trustedOrigins) {
+    if (!URL.canParse(origin)) r.problem(`SVC_TRUSTED_ORIGINS entries must be URLs, got '${origin}'`);
+  }
+  if (auth.adminSecret !== undefined && [...auth.adminSecret].length < auth.minPasswordChars) {
+    r.problem(`SVC_ADMIN_SECRET must be at least ${auth.minPasswordChars} characters (SVC_MIN_PASSWORD_CHARS)`);
+  }
+
   const pki = loadPkiConfig(r, publicBaseUrl, keyEncryptionKey);
 
   const workers = {
@@ -117,6 +137,7 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
     lists,
     rateLimits,
     auth,
+    authRuntime,
     pki,
     workers,
     audit,

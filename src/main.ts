@@ -4,6 +4,8 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { createAuditWriter, type AuditWriter } from './audit/writer.js';
+import { createAuth, type Auth, type Mailer } from './auth/index.js';
+import { createInterimAuthz } from './auth/interim-authz.js';
 import { ConfigError, describeConfig, loadConfig, type Addr, type Config } from './config.js';
 import { createPool, type Sql } from './db/client.js';
 import { startEmbeddedPostgres } from './db/embedded.js';
@@ -16,6 +18,7 @@ import { registerGraphqlRoute } from './graphql/http.js';
 import { buildSchema } from './graphql/schema.js';
 import { registerHealthRoutes } from './health/routes.js';
 import { createHealth } from './health/service.js';
+import { createRateLimiter, type RateLimiter } from './http/rate-limit.js';
 import { createHttpServer, type HttpServer } from './http/server.js';
 import { createLogger, type Logger } from './log.js';
 import { migrationsDir, projectRoot } from './paths.js';
@@ -31,6 +34,8 @@ export interface Service {
   audit: AuditWriter;
   workers: WorkerPool;
   graphql: GraphqlExecutor;
+  auth: Auth;
+  limiter: RateLimiter;
   /** Bound ports by listener (port 0 in config resolves to the real one here). */
   ports: Partial<Record<ListenerName, number>>;
   stop(): Promise<void>;
@@ -38,7 +43,7 @@ export interface Service {
 
 const version = (JSON.parse(readFileSync(path.join(projectRoot, 'package.json'), 'utf8')) as { version: string }).version;
 
-export async function startService(env: Record<string, string | undefined>, options: { log?: Logger } = {}): Promise<Service> {
+export async function startService(env: Record<string, string | undefined>, options: { log?: Logger; mailer?: Mailer } = {}): Promise<Service> {
   const config = loadConfig(env);
   const log = options.log ?? createLogger(config.logLevel);
   log.info('starting', { version, ...describeConfig(config) });
@@ -97,10 +102,16 @@ export async function startService(env: Record<string, string | undefined>, opti
       trusted_proxy_cidrs: config.rateLimits.trustedProxyCidrs,
     }));
 
-    // Authentication arrives with the auth domain; until then every caller is anonymous.
-    const authenticate: Authenticate = async () => null;
+    const limiter = createRateLimiter(config.rateLimits);
+    // Interim until the authorization engine's createAuthz (src/authz/index.ts) is composed here.
+    const authz = createInterimAuthz(sql);
+    const auth = createAuth({ sql, hub, audit, authz, config, log, limiter, mailer: options.mailer });
+    await auth.init();
+    closers.push({ name: 'auth', close: () => auth.close() });
+    auth.registerHealth(health);
+    const authenticate: Authenticate = auth.authenticate;
 
-    const schema = buildSchema([baseGraphqlModule()]);
+    const schema = buildSchema([baseGraphqlModule(), auth.graphqlModule()]);
     const graphql = createGraphqlExecutor(schema, {
       introspection: config.graphql.introspection,
       maxDepth: config.graphql.maxDepth,
@@ -112,6 +123,7 @@ export async function startService(env: Record<string, string | undefined>, opti
     const servers = new Map<ListenerName, { server: HttpServer; addr: NonNullable<Addr> }>();
     const http = createHttpServer('http', log);
     registerHealthRoutes(http, health);
+    auth.registerRoutes(http);
     registerGraphqlRoute(http, { executor: graphql, authenticate, bodyLimit: config.graphql.bodyLimitBytes });
     if (config.listeners.http) servers.set('http', { server: http, addr: config.listeners.http });
 
@@ -126,7 +138,7 @@ export async function startService(env: Record<string, string | undefined>, opti
 
     let stopping: Promise<void> | undefined;
     const service: Service = {
-      config, log, sql, hub, audit, workers, graphql, ports,
+      config, log, sql, hub, audit, workers, graphql, auth, limiter, ports,
       stop() {
         return (stopping ??= (async () => {
           log.info('stopping: no new connections; finishing requests in flight');

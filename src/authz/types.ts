@@ -11,6 +11,12 @@ export type ObjectKind = (typeof OBJECT_KINDS)[number];
  * What a decision is about. With an id, one object (the engine loads its tenant, type, attributes and
  * group containment). With id null, the kind as a whole at the scope of `tenantId`, or at platform
  * scope when tenantId is null too: "may create tenants" is {kind: 'tenant', id: null, tenantId: null}.
+ *
+ * A tenant object's own tenant is itself, so a tenant-scope block of T covers T (a tenant admin reads
+ * its tenant). Tenant lifecycle (rename, freeze, delete...) needs "platform manage on tenant" (SPEC.md):
+ * ask with {kind: 'tenant', id: T, tenantId: null}, which evaluates T as a platform-level object: only
+ * platform blocks, platform-wide kind/type blocks and exact-object blocks on T match, never T's own
+ * tenant-scope blocks. An explicit `tenantId` on a ref with an id always overrides the loaded one.
  */
 export interface ObjectRef {
   kind: ObjectKind;
@@ -43,7 +49,13 @@ export type Invalidation =
   | { kind: 'subjects'; entityIds: string[] }
   | { kind: 'objects'; objectIds: string[] }
   | { kind: 'tenants'; tenantIds: string[] }
-  | { kind: 'credentials'; credentialIds: string[] };
+  | { kind: 'credentials'; credentialIds: string[] }
+  // Additions (any id-based kind drops every entry built from those ids, so a near miss still works):
+  | { kind: 'groups'; groupIds: string[] }
+  | { kind: 'roles'; roleIds: string[] }
+  | { kind: 'blocks'; blockIds: string[] }
+  /** Actions or their applicability changed: the catalog and every memoised decision are dropped. */
+  | { kind: 'actions' };
 
 export interface Authz {
   authorize(request: AuthorizeRequest): Promise<Decision>;

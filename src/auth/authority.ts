@@ -1,0 +1,32 @@
+// Who may manage whose credentials: the entity itself (own password, own tokens), or manage on
+// credentials at the scope of the entity's OWNING tenant (platform scope for global entities), or
+// manage on the entity. Membership never counts; scoped tokens never manage credentials.
+import type { Authz } from '../authz/types.js';
+import { forbidden, notFound } from '../errors.js';
+import type { Principal } from './principal.js';
+import type { EntityRow } from './queries.js';
+
+export type CredentialAccess = 'manage' | 'read';
+
+export function createCredentialAuthority(authz: Authz) {
+  async function allowed(principal: Principal, entity: EntityRow, access: CredentialAccess, allowSelf: boolean): Promise<boolean> {
+    if (principal.scoped) return false;
+    if (allowSelf && principal.entityId === entity.id) return true;
+    const scope = { kind: 'credential' as const, id: null, tenantId: entity.tenant_id };
+    if ((await authz.decide(principal, 'manage', scope)).allowed) return true;
+    if (access === 'read' && (await authz.decide(principal, 'read', scope)).allowed) return true;
+    return (await authz.decide(principal, 'manage', { kind: 'entity', id: entity.id, tenantId: entity.tenant_id })).allowed;
+  }
+
+  return {
+    allowed,
+    /** NOT_FOUND for a missing or deleted entity, FORBIDDEN when the caller has no authority over it. */
+    async require(principal: Principal, entity: EntityRow | null, access: CredentialAccess, allowSelf = true): Promise<EntityRow> {
+      if (!entity || entity.deleted) throw notFound('entity');
+      if (!(await allowed(principal, entity, access, allowSelf))) throw forbidden();
+      return entity;
+    },
+  };
+}
+
+export type CredentialAuthority = ReturnType<typeof createCredentialAuthority>;

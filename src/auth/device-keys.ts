@@ -1,0 +1,95 @@
+// Device shared-key authentication for the messaging listeners (HTTP `Authorization: Client <key>`,
+// MQTT password): a bounded LRU keyed by the key's hash, dropped by NOTIFY on revoke, rotation or
+// entity/tenant change on every instance.
+import { LRUCache } from 'lru-cache';
+import type { Sql } from '../db/client.js';
+import type { NotifyHub } from '../db/notify-hub.js';
+import * as cq from './credential-queries.js';
+import type { EntityKind, Principal } from './principal.js';
+import type { KeyedHash } from './secrets.js';
+import { INVALIDATE_TOPIC, type AuthInvalidation } from './verifier.js';
+
+export interface DeviceIdentity {
+  entityId: string;
+  /** The entity's owning tenant (null for global entities). */
+  tenantId: string | null;
+  kind: EntityKind;
+  /** The entity's status: listeners refuse anything but 'active' (authorization would too). */
+  status: string;
+  credentialId: string;
+}
+
+interface Entry {
+  identity: DeviceIdentity;
+  expiresAt: number | null;
+}
+
+export interface DeviceKeys {
+  authenticate(key: string): Promise<DeviceIdentity | null>;
+  dropLocal(change: AuthInvalidation): void;
+  readonly stats: { hits: number; misses: number; size: number };
+}
+
+export function principalOfDevice(d: DeviceIdentity): Principal {
+  return {
+    entityId: d.entityId, entityKind: d.kind, homeTenantId: d.tenantId, tenantId: d.tenantId,
+    sessionId: null, credentialId: d.credentialId, credentialKind: 'shared_key', scoped: false,
+  };
+}
+
+export function createDeviceKeys(deps: {
+  sql: Sql; hub: NotifyHub; hash: () => KeyedHash; cache: { max: number; ttlSecs: number }; markUsed: (credentialId: string) => void;
+}): DeviceKeys {
+  const { sql, hub } = deps;
+  const cache = new LRUCache<string, Entry>({ max: deps.cache.max, ttl: deps.cache.ttlSecs * 1000 });
+  let generation = 0;
+  let hits = 0;
+  let misses = 0;
+
+  function dropLocal(change: AuthInvalidation): void {
+    generation++;
+    if (change.all) return cache.clear();
+    const credentials = new Set(change.credentials ?? []);
+    const entities = new Set(change.entities ?? []);
+    const tenants = new Set(change.tenants ?? []);
+    if (credentials.size + entities.size + tenants.size === 0) return;
+    for (const [key, e] of cache.entries()) {
+      const d = e.identity;
+      if (credentials.has(d.credentialId) || entities.has(d.entityId) || (d.tenantId !== null && tenants.has(d.tenantId))) cache.delete(key);
+    }
+  }
+
+  hub.subscribe(INVALIDATE_TOPIC, (payload) => dropLocal((payload ?? { all: true }) as AuthInvalidation));
+  hub.onReconnect(() => dropLocal({ all: true }));
+
+  return {
+    async authenticate(key) {
+      if (!key || key.length > 256) return null;
+      const hashed = deps.hash()(key);
+      const cached = cache.get(hashed);
+      if (cached) {
+        if (cached.expiresAt !== null && cached.expiresAt <= Date.now()) {
+          cache.delete(hashed);
+          return null;
+        }
+        hits++;
+        deps.markUsed(cached.identity.credentialId);
+        return cached.identity;
+      }
+      misses++;
+      const before = generation;
+      const row = await cq.selectSharedKeyState(sql, hashed);
+      if (!row || row.status !== 'active' || row.expired || row.entity_deleted || row.home_tenant_status === 'deleted') return null;
+      const identity: DeviceIdentity = {
+        entityId: row.entity_id, tenantId: row.home_tenant_id, kind: row.entity_kind, status: row.entity_status, credentialId: row.id,
+      };
+      if (before === generation && hub.connected) cache.set(hashed, { identity, expiresAt: row.expires_at ? row.expires_at.getTime() : null });
+      deps.markUsed(row.id);
+      return identity;
+    },
+    dropLocal,
+    get stats() {
+      return { hits, misses, size: cache.size };
+    },
+  };
+}

@@ -1,0 +1,237 @@
+// The auth domain's public face: createAuth wires keys, verification, sessions, login, signup and
+// credentials; other domains use authenticate, authenticateDeviceKey and invalidate from here.
+//
+// How the GraphQL context tells "no token" from "bad token": authenticate resolves null when the request
+// carries no credential (public fields work; protected ones answer UNAUTHENTICATED 'missing
+// authentication' through ctx.caller()), and REJECTS with UNAUTHENTICATED 'missing authentication' plus
+// extensions.details.reason (invalid_token, expired_token, revoked_token, inactive_token) when a token
+// was presented but is unusable, so a bad token never silently becomes an anonymous caller.
+import type { AuditWriter } from '../audit/writer.js';
+import type { Authz } from '../authz/types.js';
+import type { Config } from '../config.js';
+import type { Sql } from '../db/client.js';
+import type { NotifyHub } from '../db/notify-hub.js';
+import { forbidden } from '../errors.js';
+import type { GraphqlContext, Authenticate } from '../graphql/context.js';
+import type { GraphqlModule } from '../graphql/schema.js';
+import type { Health } from '../health/service.js';
+import type { RateLimiter } from '../http/rate-limit.js';
+import type { HttpServer } from '../http/server.js';
+import type { HttpRequest } from '../http/types.js';
+import type { Logger } from '../log.js';
+import { createCredentialAuthority } from './authority.js';
+import { bootstrapAdmin } from './bootstrap.js';
+import { createCredentialService } from './credentials.js';
+import { createDeviceKeys, type DeviceIdentity } from './device-keys.js';
+import { createKeyring } from './keyring.js';
+import { createLogin } from './login.js';
+import { createLogMailer, type Mailer } from './mailer.js';
+import type { Principal } from './principal.js';
+import { authGraphqlModule } from './resolvers.js';
+import { registerAuthRoutes } from './routes.js';
+import { keyedHasher, type KeyedHash } from './secrets.js';
+import { createSessions, type RequestMeta } from './sessions.js';
+import { createSignup } from './signup.js';
+import { createVerifier, INVALIDATE_TOPIC, invalidToken, type AuthInvalidation } from './verifier.js';
+
+export type { AuthInvalidation } from './verifier.js';
+export type { DeviceIdentity } from './device-keys.js';
+export { principalOfDevice } from './device-keys.js';
+export type { Mailer, MailMessage } from './mailer.js';
+export type { Principal } from './principal.js';
+
+export interface Auth {
+  /** Boot work: keys created or loaded, the administrator's password bootstrapped. */
+  init(): Promise<void>;
+  authenticate: Authenticate;
+  /** Device shared keys (HTTP `Authorization: Client <key>`, MQTT password); null when unknown, revoked or expired. */
+  authenticateDeviceKey(key: string): Promise<DeviceIdentity | null>;
+  /**
+   * For code that changes what a token stands for (entity status, deletion, tenant state): drops this
+   * instance's cached verifications now and NOTIFYs the others. Triggers on entities, tenants, sessions
+   * and credentials NOTIFY too; calling this makes the change visible here before the caller answers.
+   */
+  invalidate(change: AuthInvalidation): Promise<void>;
+  graphqlModule(): GraphqlModule;
+  registerRoutes(server: HttpServer): void;
+  registerHealth(health: Health): void;
+  close(): Promise<void>;
+}
+
+export interface AuthDeps {
+  sql: Sql;
+  hub: NotifyHub;
+  audit: AuditWriter;
+  authz: Authz;
+  config: Config;
+  log: Logger;
+  limiter: RateLimiter;
+  mailer?: Mailer;
+}
+
+const COOKIE = 'svc_token';
+
+function parseCookie(header: string | undefined, name: string): string | null {
+  if (!header) return null;
+  for (const part of header.split(';')) {
+    const eq = part.indexOf('=');
+    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim() || null;
+  }
+  return null;
+}
+
+export function createAuth(deps: AuthDeps): Auth {
+  const { sql, hub, audit, authz, config, log, limiter } = deps;
+  const a = config.auth;
+  const keyring = createKeyring({ sql, hub, kek: a.keyEncryptionKey, log });
+  let hasher: KeyedHash | undefined;
+  const hash = () => (hasher ??= keyedHasher(keyring.tokenHashKey()));
+  const verifier = createVerifier({
+    sql, hub, keyring, hash, log, jwt: { issuer: a.jwtIssuer, audience: a.jwtAudience },
+    cache: { max: config.authRuntime.tokenCacheSize, ttlSecs: config.authRuntime.tokenCacheTtlSecs },
+  });
+  const deviceKeys = createDeviceKeys({
+    sql, hub, hash, markUsed: verifier.markUsed,
+    cache: { max: config.authRuntime.deviceKeyCacheSize, ttlSecs: config.authRuntime.tokenCacheTtlSecs },
+  });
+  const sessions = createSessions({ sql, keyring, verifier, audit, jwt: { issuer: a.jwtIssuer, audience: a.jwtAudience, expirySecs: a.jwtExpirySecs } });
+  const login = createLogin({
+    sql, sessions, audit, authz, hash, log, addressKey: limiter.addressKey,
+    settings: {
+      scrypt: a.scrypt, failureLimit: a.loginFailureLimit, failureIpLimit: config.authRuntime.loginFailureIpLimit,
+      failureWindowSecs: a.loginFailureWindowSecs, emailVerificationRequired: a.emailVerificationRequired,
+      allowUnverifiedEmailLogin: config.authRuntime.allowUnverifiedEmailLogin,
+    },
+  });
+  const signup = createSignup({
+    sql, audit, hash, log, mailer: deps.mailer ?? createLogMailer(log),
+    settings: {
+      enabled: a.selfRegistrationEnabled, verificationRequired: a.emailVerificationRequired, scrypt: a.scrypt,
+      minPasswordChars: a.minPasswordChars, publicBaseUrl: config.publicBaseUrl,
+    },
+  });
+  const dropLocal = (change: AuthInvalidation) => {
+    verifier.dropLocal(change);
+    deviceKeys.dropLocal(change);
+  };
+  const authority = createCredentialAuthority(authz);
+  const credentials = createCredentialService({
+    sql, audit, authz, authority, hash, invalidate: dropLocal,
+    settings: { scrypt: a.scrypt, minPasswordChars: a.minPasswordChars, lists: config.lists },
+  });
+  const trustedOrigins = new Set([new URL(config.publicBaseUrl).origin, ...config.authRuntime.trustedOrigins.map((o) => new URL(o).origin)]);
+  let usageTimer: NodeJS.Timeout | undefined;
+
+  /** Bearer header first; the session cookie only where a browser cannot be tricked into sending it. */
+  async function authenticateHeaders(headers: Record<string, string>, safeMethod: boolean): Promise<Principal | null> {
+    let token: string | null = null;
+    const header = headers.authorization;
+    if (header !== undefined) {
+      const m = /^Bearer[ ]+(\S+)\s*$/i.exec(header);
+      if (!m) throw invalidToken('malformed');
+      token = m[1] as string;
+    } else {
+      token = parseCookie(headers.cookie, COOKIE);
+      if (token && !safeMethod) {
+        const origin = headers.origin ?? (headers.referer ? safeOrigin(headers.referer) : undefined);
+        // Cross-site requests carry the cookie too: without a trusted Origin/Referer it is not used.
+        if (!origin || !trustedOrigins.has(origin)) token = null;
+      }
+    }
+    if (!token) return null;
+    const result = await verifier.verify(token);
+    if (!result.ok) throw invalidToken(result.reason);
+    return result.principal;
+  }
+
+  const meta = (ip: string, headers: Record<string, string>, requestId: string): RequestMeta => ({
+    ip: ip ? limiter.clientIp(ip, headers) : null, userAgent: headers['user-agent'] ?? null, requestId,
+  });
+
+  async function mayViewSession(p: Principal, entityId: string): Promise<boolean> {
+    return p.entityId === entityId || (await authz.isPlatformAdmin(p));
+  }
+
+  async function rotateSigningKeys(p: Principal, m: RequestMeta): Promise<void> {
+    const scope = { kind: 'signing_key' as const, id: null, tenantId: null };
+    if (!(await authz.decide(p, 'manage', scope)).allowed && !(await authz.decide(p, 'rotate', scope)).allowed) throw forbidden();
+    // A retired key verifies as long as any token it signed may live, plus a minute for clock and NOTIFY lag.
+    await keyring.rotate(a.jwtExpirySecs + 60);
+    audit.record({ event: 'signing_key.rotate', outcome: 'allow', actorEntityId: p.entityId, targetKind: 'signing_key', targetId: keyring.signer().kid, requestId: m.requestId });
+  }
+
+  async function signingKeys(p: Principal) {
+    const scope = { kind: 'signing_key' as const, id: null, tenantId: null };
+    if (!(await authz.isPlatformAdmin(p)) && !(await authz.decide(p, 'read', scope)).allowed) throw forbidden();
+    return keyring.keys();
+  }
+
+  const publicConfig = () => ({
+    signup_enabled: a.selfRegistrationEnabled,
+    self_registration_enabled: a.selfRegistrationEnabled,
+    oauth_providers: [],
+    email_verification_required: a.emailVerificationRequired,
+    dev_allow_unverified_email_login: config.authRuntime.allowUnverifiedEmailLogin,
+  });
+
+  return {
+    async init() {
+      await keyring.init();
+      await bootstrapAdmin(sql, {
+        adminEntityId: config.authRuntime.adminEntityId, adminIdentifier: a.adminIdentifier, adminSecret: a.adminSecret,
+        embedded: !config.database.url, scrypt: a.scrypt,
+      }, log);
+      await login.warmUp();
+      usageTimer = setInterval(() => {
+        verifier.flushUsage().catch((err: unknown) => log.warn('recording credential use failed', { err: String(err) }));
+      }, 30_000);
+      usageTimer.unref();
+    },
+    authenticate: (headers, _ip) => authenticateHeaders(headers, false),
+    authenticateDeviceKey: (key) => deviceKeys.authenticate(key),
+    async invalidate(change) {
+      dropLocal(change);
+      await hub.notify(INVALIDATE_TOPIC, change);
+    },
+    graphqlModule() {
+      return authGraphqlModule({
+        login, signup, sessions, credentials, mayViewSession, signingKeys, rotateSigningKeys,
+        meta: (ctx: GraphqlContext) => meta(ctx.ip, ctx.headers, ctx.requestId),
+      });
+    },
+    registerRoutes(server) {
+      registerAuthRoutes(server, {
+        login, signup, sessions, keyring, limiter, publicConfig, mayViewSession, rotateSigningKeys,
+        bodyLimit: a.bodyLimitBytes,
+        principalOf: (req: HttpRequest) => authenticateHeaders(req.headers, req.method === 'GET' || req.method === 'HEAD'),
+        meta: (req: HttpRequest) => meta(req.ip, req.headers, req.requestId),
+        cookie: { name: COOKIE, secure: config.publicBaseUrl.startsWith('https:'), maxAgeSecs: a.jwtExpirySecs },
+      });
+    },
+    registerHealth(health) {
+      health.register('signing_keys', () => {
+        try {
+          keyring.signer();
+        } catch {
+          return { status: 'error', message: 'no signing key loaded' };
+        }
+        return a.keyEncryptionKey
+          ? { status: 'ok' }
+          : { status: 'ok', message: 'SVC_KEY_ENCRYPTION_KEY unset: signing keys stored in plaintext' };
+      }, { critical: true });
+      health.describe('signing_key_state', () => keyring.state());
+    },
+    async close() {
+      if (usageTimer) clearInterval(usageTimer);
+      await verifier.flushUsage().catch(() => undefined);
+    },
+  };
+}
+
+function safeOrigin(url: string): string | undefined {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return undefined;
+  }
+}

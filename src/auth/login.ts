@@ -1,0 +1,153 @@
+// login: identifier + secret (password or device shared key), optional tenant context; failed attempts
+// counted per identifier and per client address in PostgreSQL, audited, and answered alike.
+import type { AuditWriter } from '../audit/writer.js';
+import type { Authz } from '../authz/types.js';
+import type { Sql } from '../db/client.js';
+import { AppError, forbidden, invalidInput, notFound, unauthenticated } from '../errors.js';
+import type { Logger } from '../log.js';
+import * as cq from './credential-queries.js';
+import { hashPassword, needsRehash, verifyPassword, type ScryptParams } from './passwords.js';
+import type { Principal } from './principal.js';
+import * as q from './queries.js';
+import type { KeyedHash } from './secrets.js';
+import type { IssuedSession, RequestMeta, Sessions } from './sessions.js';
+
+export interface LoginInput {
+  identifier?: string | null;
+  secret?: string | null;
+  kind?: string | null;
+  tenantId?: string | null;
+  tenantAlias?: string | null;
+}
+
+export interface LoginResult extends IssuedSession {
+  emailVerified: boolean | null;
+  verificationRequired: boolean;
+}
+
+export interface LoginSettings {
+  scrypt: ScryptParams;
+  failureLimit: number;
+  failureIpLimit: number;
+  failureWindowSecs: number;
+  emailVerificationRequired: boolean;
+  allowUnverifiedEmailLogin: boolean;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const FAILED = 'invalid credentials';
+
+export function createLogin(deps: {
+  sql: Sql; sessions: Sessions; audit: AuditWriter; authz: Authz; hash: () => KeyedHash; log: Logger;
+  settings: LoginSettings; addressKey: (ip: string) => string;
+}) {
+  const { sql, sessions, audit, authz, log, settings } = deps;
+  // Unknown identifiers are checked against this, so they cost one scrypt like a wrong password does.
+  let dummy: Promise<string> | undefined;
+  const dummyHash = () => (dummy ??= hashPassword('not a real password', settings.scrypt));
+
+  function deny(reason: string, input: { identifier: string; kind: string }, meta: RequestMeta, entityId?: string | null, tenantId?: string | null) {
+    audit.record({
+      event: 'auth.login', outcome: 'deny', actorEntityId: entityId ?? null, tenantId: tenantId ?? null,
+      targetKind: 'entity', targetId: entityId ?? null, requestId: meta.requestId,
+      details: { reason, kind: input.kind, identifier: input.identifier.slice(0, 256), ip: meta.ip },
+    });
+  }
+
+  async function checkRateLimit(keys: string[], input: { identifier: string; kind: string }, meta: RequestMeta) {
+    const rows = await q.selectLoginFailures(sql, keys, settings.failureWindowSecs);
+    for (const r of rows) {
+      const limit = r.key.startsWith('ip:') ? settings.failureIpLimit : settings.failureLimit;
+      if (r.failures >= limit) {
+        deny('rate_limited', input, meta);
+        throw new AppError('RATE_LIMITED', 'too many failed login attempts', { retryAfterSeconds: Math.max(1, r.retry_after) });
+      }
+    }
+  }
+
+  async function resolveTenant(input: LoginInput) {
+    if (input.tenantId) {
+      if (!UUID.test(input.tenantId)) throw invalidInput('tenantId must be a UUID');
+      return (await q.selectTenant(sql, { id: input.tenantId })) ?? { missing: true as const };
+    }
+    if (input.tenantAlias) return (await q.selectTenant(sql, { alias: input.tenantAlias })) ?? { missing: true as const };
+    return null;
+  }
+
+  return {
+    async login(input: LoginInput, meta: RequestMeta): Promise<LoginResult> {
+      const kind = input.kind ?? 'password';
+      if (kind !== 'password' && kind !== 'shared_key') throw invalidInput(`unsupported credential kind: ${kind}`);
+      const identifier = (input.identifier ?? '').trim();
+      const secret = input.secret ?? '';
+      if (!identifier) throw invalidInput('identifier is required');
+      if (!secret) throw invalidInput('secret is required');
+      if (secret.length > 4096 || identifier.length > 512) throw invalidInput('identifier or secret is too long');
+      const facts = { identifier, kind };
+      const idKey = `id:${kind}:${identifier.toLowerCase()}`;
+      const keys = [idKey, `ip:${meta.ip ? deps.addressKey(meta.ip) : 'unknown'}`];
+      await checkRateLimit(keys, facts, meta);
+
+      const tenant = await resolveTenant(input);
+      const contextTenantId = tenant && !('missing' in tenant) ? tenant.id : null;
+      const subject = await q.findLoginSubject(sql, identifier, contextTenantId);
+      let ok = false;
+      if (kind === 'password') {
+        const credential = subject ? await cq.selectPassword(sql, subject.id) : null;
+        ok = await verifyPassword(secret, credential?.secret_hash ?? (await dummyHash()));
+        ok = ok && credential !== null;
+        if (ok && credential && needsRehash(credential.secret_hash, settings.scrypt)) {
+          hashPassword(secret, settings.scrypt).then((h) => cq.updateSecretHash(sql, credential.id, h))
+            .catch((err: unknown) => log.warn('password rehash failed', { err: String(err) }));
+        }
+      } else {
+        const key = await cq.selectSharedKeyState(sql, deps.hash()(secret));
+        ok = key !== null && subject !== null && key.entity_id === subject.id && key.status === 'active' && !key.expired;
+      }
+      if (!ok || !subject) {
+        await q.recordLoginFailure(sql, keys, settings.failureWindowSecs);
+        deny(subject ? 'invalid_secret' : 'unknown_identifier', facts, meta, subject?.id);
+        throw unauthenticated(FAILED);
+      }
+      if (subject.status !== 'active') {
+        deny('entity_inactive', facts, meta, subject.id);
+        throw unauthenticated(FAILED);
+      }
+      const unverified = settings.emailVerificationRequired && subject.email !== null && !subject.email_verified;
+      if (unverified && !settings.allowUnverifiedEmailLogin) {
+        deny('email_unverified', facts, meta, subject.id);
+        throw forbidden('email address is not verified');
+      }
+      let tenantId: string | null = subject.tenant_id;
+      if (tenant) {
+        if ('missing' in tenant) {
+          deny('tenant_not_found', facts, meta, subject.id);
+          throw notFound('tenant');
+        }
+        if (tenant.status !== 'active') {
+          deny(`tenant_${tenant.status}`, facts, meta, subject.id, tenant.id);
+          throw forbidden(`tenant is ${tenant.status}`);
+        }
+        const probe: Principal = {
+          entityId: subject.id, entityKind: subject.kind, homeTenantId: subject.tenant_id, tenantId: null,
+          sessionId: null, credentialId: null, credentialKind: 'session', scoped: false,
+        };
+        if (!(await q.belongsToTenant(sql, subject.id, tenant.id)) && !(await authz.isPlatformAdmin(probe))) {
+          deny('not_a_tenant_member', facts, meta, subject.id, tenant.id);
+          throw forbidden();
+        }
+        tenantId = tenant.id;
+      }
+      await q.clearLoginFailures(sql, idKey);
+      const session = await sessions.issue(subject.id, tenantId, kind, meta);
+      audit.record({
+        event: 'auth.login', outcome: 'allow', actorEntityId: subject.id, tenantId, targetKind: 'session', targetId: session.sessionId,
+        requestId: meta.requestId, details: { kind, ip: meta.ip },
+      });
+      return { ...session, emailVerified: subject.email === null ? null : subject.email_verified, verificationRequired: unverified };
+    },
+    warmUp: () => dummyHash().then(() => undefined),
+  };
+}
+
+export type Login = ReturnType<typeof createLogin>;

@@ -1,0 +1,208 @@
+// SQL of the auth domain: entities as login subjects, sessions, tenants for login context, failed-login
+// counters, signup rows and email verification. Credential and key SQL is in credential-queries.ts.
+import type { Queryable } from '../db/client.js';
+import type { EntityKind } from './principal.js';
+
+export interface LoginSubject {
+  id: string;
+  kind: EntityKind;
+  name: string;
+  tenant_id: string | null;
+  status: string;
+  email: string | null;
+  email_verified: boolean;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * Resolves a login identifier among live entities: a UUID is the id, anything with '@' an email, else
+ * an alias or a name. Names and aliases are unique per tenant only: with a tenant context, the tenant's
+ * entity wins over a global one; more than one candidate resolves to nothing rather than a guess.
+ */
+export async function findLoginSubject(sql: Queryable, identifier: string, tenantId: string | null): Promise<LoginSubject | null> {
+  const columns = sql`e.id, e.kind, e.name, e.tenant_id, e.status, m.email, (m.verified_at is not null) as email_verified`;
+  let rows: LoginSubject[];
+  if (UUID.test(identifier)) {
+    rows = await sql<LoginSubject[]>`
+      select ${columns} from entities e left join entity_emails m on m.entity_id = e.id
+      where e.id = ${identifier.toLowerCase()} and e.deleted_at is null`;
+  } else if (identifier.includes('@')) {
+    rows = await sql<LoginSubject[]>`
+      select ${columns} from entity_emails m join entities e on e.id = m.entity_id
+      where m.email = ${identifier.toLowerCase()} and e.deleted_at is null`;
+  } else {
+    rows = await sql<LoginSubject[]>`
+      select ${columns} from entities e left join entity_emails m on m.entity_id = e.id
+      where e.deleted_at is null and (e.name = ${identifier} or lower(e.alias) = ${identifier.toLowerCase()})
+        and (e.tenant_id is null or e.tenant_id = ${tenantId})
+      order by (e.tenant_id is null)
+      limit 3`;
+    if (rows.length > 1 && tenantId !== null) rows = rows.filter((r) => r.tenant_id === tenantId);
+  }
+  return rows.length === 1 ? (rows[0] as LoginSubject) : null;
+}
+
+export interface EntityRow {
+  id: string;
+  kind: EntityKind;
+  name: string;
+  tenant_id: string | null;
+  status: string;
+  deleted: boolean;
+}
+
+export async function selectEntity(sql: Queryable, id: string): Promise<EntityRow | null> {
+  const [row] = await sql<EntityRow[]>`
+    select id, kind, name, tenant_id, status, deleted_at is not null as deleted from entities where id = ${id}`;
+  return row ?? null;
+}
+
+export async function selectTenant(sql: Queryable, by: { id?: string | null; alias?: string | null }) {
+  const [row] = by.id
+    ? await sql<{ id: string; status: string }[]>`select id, status from tenants where id = ${by.id}`
+    : await sql<{ id: string; status: string }[]>`
+        select id, status from tenants where lower(alias) = ${(by.alias ?? '').toLowerCase()} and deleted_at is null`;
+  return row ?? null;
+}
+
+/** Whether the entity may take a tenant as its session context: home tenant, membership or a grant there. */
+export async function belongsToTenant(sql: Queryable, entityId: string, tenantId: string): Promise<boolean> {
+  const [row] = await sql<{ ok: boolean }[]>`
+    select exists (select 1 from entities where id = ${entityId} and tenant_id = ${tenantId})
+      or exists (select 1 from tenant_memberships where tenant_id = ${tenantId} and entity_id = ${entityId} and status = 'active')
+      or exists (
+        select 1 from role_assignments ra
+        where ra.tenant_id = ${tenantId}
+          and (ra.entity_id = ${entityId}
+            or ra.group_id in (select group_id from principal_group_members where entity_id = ${entityId}))) as ok`;
+  return row?.ok ?? false;
+}
+
+// ---- sessions ----
+
+export async function insertSession(sql: Queryable, s: {
+  entityId: string; tenantId: string | null; credentialKind: string; ip: string | null; userAgent: string | null; ttlSecs: number;
+}) {
+  const [row] = await sql<{ id: string; created_at: Date; expires_at: Date }[]>`
+    insert into sessions (entity_id, tenant_id, credential_kind, ip, user_agent, expires_at)
+    values (${s.entityId}, ${s.tenantId}, ${s.credentialKind}, ${s.ip}, ${s.userAgent}, now() + make_interval(secs => ${s.ttlSecs}))
+    returning id, created_at, expires_at`;
+  return row as { id: string; created_at: Date; expires_at: Date };
+}
+
+export interface SessionState {
+  entity_id: string;
+  tenant_id: string | null;
+  expires_at: Date;
+  revoked: boolean;
+  entity_kind: EntityKind;
+  entity_status: string;
+  entity_deleted: boolean;
+  home_tenant_id: string | null;
+  home_tenant_status: string | null;
+  tenant_status: string | null;
+}
+
+/** Everything the online check of a session token needs, in one round trip. */
+export async function selectSessionState(sql: Queryable, sessionId: string): Promise<SessionState | null> {
+  const [row] = await sql<SessionState[]>`
+    select s.entity_id, s.tenant_id, s.expires_at, s.revoked_at is not null as revoked,
+      e.kind as entity_kind, e.status as entity_status, e.deleted_at is not null as entity_deleted,
+      e.tenant_id as home_tenant_id, ht.status as home_tenant_status, st.status as tenant_status
+    from sessions s
+    join entities e on e.id = s.entity_id
+    left join tenants ht on ht.id = e.tenant_id
+    left join tenants st on st.id = s.tenant_id
+    where s.id = ${sessionId}`;
+  return row ?? null;
+}
+
+export async function selectSession(sql: Queryable, id: string) {
+  const [row] = await sql<{ id: string; entity_id: string; tenant_id: string | null; expires_at: Date; revoked_at: Date | null; created_at: Date }[]>`
+    select id, entity_id, tenant_id, expires_at, revoked_at, created_at from sessions where id = ${id}`;
+  return row ?? null;
+}
+
+export async function revokeSession(sql: Queryable, id: string, reason: string): Promise<boolean> {
+  const rows = await sql`update sessions set revoked_at = now(), revoked_reason = ${reason} where id = ${id} and revoked_at is null returning id`;
+  return rows.length > 0;
+}
+
+export async function extendSession(sql: Queryable, id: string, ttlSecs: number): Promise<Date | null> {
+  const [row] = await sql<{ expires_at: Date }[]>`
+    update sessions set expires_at = now() + make_interval(secs => ${ttlSecs})
+    where id = ${id} and revoked_at is null and expires_at > now() returning expires_at`;
+  return row?.expires_at ?? null;
+}
+
+// ---- failed logins ----
+
+export async function selectLoginFailures(sql: Queryable, keys: string[], windowSecs: number) {
+  return sql<{ key: string; failures: number; retry_after: number }[]>`
+    select key, failures,
+      ceil(extract(epoch from window_started_at + make_interval(secs => ${windowSecs}) - now()))::int as retry_after
+    from auth_login_failures
+    where key = any(${keys}) and window_started_at > now() - make_interval(secs => ${windowSecs})`;
+}
+
+/** One fixed window per key: a failure after the window closed starts a new one. */
+export async function recordLoginFailure(sql: Queryable, keys: string[], windowSecs: number): Promise<void> {
+  await sql`
+    insert into auth_login_failures as f (key, failures, window_started_at)
+    select k, 1, now() from unnest(${keys}::text[]) as k
+    on conflict (key) do update set
+      failures = case when f.window_started_at > now() - make_interval(secs => ${windowSecs}) then f.failures + 1 else 1 end,
+      window_started_at = case when f.window_started_at > now() - make_interval(secs => ${windowSecs}) then f.window_started_at else now() end`;
+}
+
+export async function clearLoginFailures(sql: Queryable, key: string): Promise<void> {
+  await sql`delete from auth_login_failures where key = ${key}`;
+}
+
+export async function purgeOldLoginFailures(sql: Queryable, windowSecs: number): Promise<void> {
+  await sql`delete from auth_login_failures where window_started_at < now() - make_interval(secs => ${windowSecs})`;
+}
+
+// ---- signup and email verification ----
+
+export async function insertHuman(sql: Queryable, h: { name: string; attributes: Record<string, unknown> }): Promise<string> {
+  const [row] = await sql<{ id: string }[]>`
+    insert into entities (kind, name, tenant_id, attributes) values ('human', ${h.name}, null, ${sql.json(h.attributes as never)})
+    returning id`;
+  return (row as { id: string }).id;
+}
+
+export async function insertEmail(sql: Queryable, entityId: string, email: string, verified: boolean): Promise<void> {
+  await sql`insert into entity_emails (entity_id, email, verified_at) values (${entityId}, ${email}, ${verified ? new Date() : null})`;
+}
+
+export async function addToPrincipalGroup(sql: Queryable, groupId: string, entityId: string): Promise<void> {
+  await sql`insert into principal_group_members (group_id, entity_id) values (${groupId}, ${entityId}) on conflict do nothing`;
+}
+
+export async function insertVerificationToken(sql: Queryable, t: { hash: string; entityId: string; email: string; ttlSecs: number }) {
+  await sql`
+    insert into email_verification_tokens (token_hash, entity_id, email, expires_at)
+    values (${t.hash}, ${t.entityId}, ${t.email}, now() + make_interval(secs => ${t.ttlSecs}))`;
+}
+
+/** Marks the token used and the email verified, in one statement; null when unknown, used or expired. */
+export async function consumeVerificationToken(sql: Queryable, hash: string) {
+  const [row] = await sql<{ entity_id: string; email: string }[]>`
+    with t as (
+      update email_verification_tokens set used_at = now()
+      where token_hash = ${hash} and used_at is null and expires_at > now()
+      returning entity_id, email)
+    update entity_emails m set verified_at = coalesce(m.verified_at, now())
+    from t where m.entity_id = t.entity_id and m.email = t.email
+    returning m.entity_id, m.email`;
+  return row ?? null;
+}
+
+export async function selectUnverifiedEmail(sql: Queryable, email: string) {
+  const [row] = await sql<{ entity_id: string; email: string }[]>`
+    select m.entity_id, m.email from entity_emails m join entities e on e.id = m.entity_id
+    where m.email = ${email} and m.verified_at is null and e.deleted_at is null`;
+  return row ?? null;
+}

@@ -1,0 +1,187 @@
+// Bearer verification for every request: session JWTs and access tokens, with online checks (session
+// live, entity active and not deleted, tenant active) and a verified-token cache that is dropped by
+// NOTIFY on every instance, so the common path runs no SQL and a revoked token is never accepted.
+import { LRUCache } from 'lru-cache';
+import type { Sql } from '../db/client.js';
+import type { NotifyHub } from '../db/notify-hub.js';
+import { AppError } from '../errors.js';
+import type { Logger } from '../log.js';
+import * as cq from './credential-queries.js';
+import { peekKid, verifyJwt } from './jwt.js';
+import type { Keyring } from './keyring.js';
+import type { Principal } from './principal.js';
+import * as q from './queries.js';
+import { parseAccessToken, sameHash, type KeyedHash } from './secrets.js';
+
+export const INVALIDATE_TOPIC = 'auth.invalidate';
+
+/** What changed: cached verifications that depend on any of these are dropped. */
+export interface AuthInvalidation {
+  sessions?: string[];
+  credentials?: string[];
+  entities?: string[];
+  tenants?: string[];
+  all?: boolean;
+}
+
+export type VerifyFailure = 'malformed' | 'invalid' | 'expired' | 'revoked' | 'inactive';
+
+export type Verified = { ok: true; principal: Principal; expiresAt: Date | null } | { ok: false; reason: VerifyFailure };
+
+interface Entry {
+  principal: Principal;
+  expiresAt: Date | null;
+  /** The tenants the verdict read: the entity's home tenant and the session's tenant. */
+  tenants: (string | null)[];
+}
+
+export interface Verifier {
+  verify(token: string): Promise<Verified>;
+  /** Drops local cache entries now (callers also NOTIFY so other instances do the same). */
+  dropLocal(change: AuthInvalidation): void;
+  /** Notes a credential in use; last_used_at is written in batches by flushUsage, never per request. */
+  markUsed(credentialId: string): void;
+  flushUsage(): Promise<void>;
+  readonly stats: { hits: number; misses: number; size: number };
+}
+
+const ACTIVE_TENANT = (status: string | null) => status === null || status === 'active';
+
+export function createVerifier(deps: {
+  sql: Sql; hub: NotifyHub; keyring: Keyring; hash: () => KeyedHash; log: Logger;
+  jwt: { issuer: string; audience: string }; cache: { max: number; ttlSecs: number };
+}): Verifier {
+  const { sql, hub, keyring, log } = deps;
+  const cache = new LRUCache<string, Entry>({ max: deps.cache.max, ttl: deps.cache.ttlSecs * 1000, ttlAutopurge: false });
+  const used = new Map<string, Date>();
+  // Bumped by every invalidation: a verdict loaded while one happened is answered but not cached.
+  let generation = 0;
+  let hits = 0;
+  let misses = 0;
+  let reloadingKeys: Promise<void> | undefined;
+  let lastReload = 0;
+
+  function dropLocal(change: AuthInvalidation): void {
+    generation++;
+    if (change.all) return cache.clear();
+    const sessions = new Set(change.sessions ?? []);
+    const credentials = new Set(change.credentials ?? []);
+    const entities = new Set(change.entities ?? []);
+    const tenants = new Set(change.tenants ?? []);
+    for (const [key, e] of cache.entries()) {
+      const p = e.principal;
+      if ((p.sessionId && sessions.has(p.sessionId)) || (p.credentialId && credentials.has(p.credentialId))
+        || entities.has(p.entityId) || e.tenants.some((t) => t !== null && tenants.has(t))) {
+        cache.delete(key);
+      }
+    }
+  }
+
+  hub.subscribe(INVALIDATE_TOPIC, (payload) => dropLocal((payload ?? { all: true }) as AuthInvalidation));
+  // Notifications may have been missed while LISTEN was down: nothing cached can be trusted.
+  hub.onReconnect(() => dropLocal({ all: true }));
+
+  /** A kid we do not know may come from a rotation on another instance whose NOTIFY is still in flight. */
+  async function keyFor(kid: string) {
+    const key = keyring.verificationKey(kid);
+    if (key || Date.now() - lastReload < 5000) return key;
+    lastReload = Date.now();
+    reloadingKeys ??= keyring.reload().finally(() => {
+      reloadingKeys = undefined;
+    });
+    await reloadingKeys.catch((err: unknown) => log.error('reloading signing keys failed', { err }));
+    return keyring.verificationKey(kid);
+  }
+
+  async function verifySession(token: string): Promise<Verified & { tenants?: (string | null)[] }> {
+    const now = Math.floor(Date.now() / 1000);
+    const expect = { iss: deps.jwt.issuer, aud: deps.jwt.audience, now };
+    let result = verifyJwt(token, (k) => keyring.verificationKey(k), expect);
+    if (!result.ok && result.reason === 'unknown_key') {
+      const wanted = peekKid(token);
+      if (wanted && (await keyFor(wanted))) result = verifyJwt(token, (k) => keyring.verificationKey(k), expect);
+    }
+    if (!result.ok) return { ok: false, reason: result.reason === 'expired' ? 'expired' : result.reason === 'malformed' ? 'malformed' : 'invalid' };
+    const { claims } = result;
+    const s = await q.selectSessionState(sql, claims.sid);
+    if (!s || s.entity_id !== claims.sub || (s.tenant_id ?? null) !== claims.tid) return { ok: false, reason: 'invalid' };
+    if (s.revoked) return { ok: false, reason: 'revoked' };
+    if (s.expires_at.getTime() <= Date.now()) return { ok: false, reason: 'expired' };
+    if (s.entity_deleted || s.entity_status !== 'active' || s.home_tenant_status === 'deleted' || !ACTIVE_TENANT(s.tenant_status)) {
+      return { ok: false, reason: 'inactive' };
+    }
+    // The JWT's exp bounds the verdict; a refreshed session gets a new token, so the shorter one wins.
+    const expiresAt = new Date(Math.min(claims.exp * 1000, s.expires_at.getTime()));
+    return {
+      ok: true,
+      expiresAt,
+      tenants: [s.home_tenant_id, s.tenant_id],
+      principal: {
+        entityId: s.entity_id, entityKind: s.entity_kind, homeTenantId: s.home_tenant_id, tenantId: s.tenant_id,
+        sessionId: claims.sid, credentialId: null, credentialKind: 'session', scoped: false,
+      },
+    };
+  }
+
+  async function verifyAccessToken(token: string): Promise<Verified & { tenants?: (string | null)[] }> {
+    const parsed = parseAccessToken(token);
+    if (!parsed) return { ok: false, reason: 'malformed' };
+    const row = await cq.selectAccessTokenState(sql, parsed.credentialId);
+    if (!row || !sameHash(deps.hash()(parsed.secret), row.secret_hash)) return { ok: false, reason: 'invalid' };
+    if (row.status !== 'active') return { ok: false, reason: 'revoked' };
+    if (row.expired) return { ok: false, reason: 'expired' };
+    if (row.entity_deleted || row.entity_status !== 'active' || row.home_tenant_status === 'deleted') return { ok: false, reason: 'inactive' };
+    return {
+      ok: true,
+      expiresAt: row.expires_at,
+      tenants: [row.home_tenant_id],
+      principal: {
+        entityId: row.entity_id, entityKind: row.entity_kind, homeTenantId: row.home_tenant_id, tenantId: null,
+        sessionId: null, credentialId: row.id, credentialKind: 'access_token', scoped: row.scoped,
+      },
+    };
+  }
+
+  return {
+    async verify(token) {
+      const cached = cache.get(token);
+      if (cached) {
+        if (cached.expiresAt && cached.expiresAt.getTime() <= Date.now()) {
+          cache.delete(token);
+          return { ok: false, reason: 'expired' };
+        }
+        hits++;
+        if (cached.principal.credentialId) used.set(cached.principal.credentialId, new Date());
+        return { ok: true, principal: cached.principal, expiresAt: cached.expiresAt };
+      }
+      misses++;
+      const before = generation;
+      const result = token.startsWith('svc_') ? await verifyAccessToken(token) : await verifySession(token);
+      if (!result.ok) return { ok: false, reason: result.reason };
+      if (result.principal.credentialId) used.set(result.principal.credentialId, new Date());
+      // Only a verdict no invalidation raced with, and only while notifications are flowing, is cached.
+      if (before === generation && hub.connected) {
+        cache.set(token, { principal: result.principal, expiresAt: result.expiresAt, tenants: result.tenants ?? [] });
+      }
+      return { ok: true, principal: result.principal, expiresAt: result.expiresAt };
+    },
+    dropLocal,
+    markUsed(credentialId) {
+      used.set(credentialId, new Date());
+    },
+    async flushUsage() {
+      if (used.size === 0) return;
+      const batch = [...used].map(([id, at]) => ({ id, at }));
+      used.clear();
+      await cq.touchCredentials(sql, batch);
+    },
+    get stats() {
+      return { hits, misses, size: cache.size };
+    },
+  };
+}
+
+/** The error a presented but unusable token raises: same message as no token, reason in the details. */
+export function invalidToken(reason: VerifyFailure): AppError {
+  return new AppError('UNAUTHENTICATED', 'missing authentication', { details: { reason: reason === 'malformed' ? 'invalid_token' : `${reason}_token` } });
+}

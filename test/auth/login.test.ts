@@ -1,0 +1,123 @@
+import t from 'tap';
+import { ADMIN_ID, ADMIN_SECRET, adminToken, login, startAuthService, tokenFor } from '../helpers/auth.js';
+import { gql } from '../helpers/service.js';
+import { insertEntity, insertTenant } from './fixtures.js';
+
+const LOGIN = `mutation ($input: LoginInput!) { login(input: $input) { token entityId sessionId tenantId expiresAt emailVerified verificationRequired } }`;
+const SESSION = `query ($id: ID!) { session(id: $id) { id entityId tenantId expiresAt revokedAt } }`;
+
+t.test('the bootstrap admin logs in by name, id and email; the JWT carries identity only', async (t) => {
+  const ts = await startAuthService(t, { SVC_ADMIN_IDENTIFIER: 'root@example.com' });
+  for (const identifier of ['admin', ADMIN_ID, 'root@example.com', 'ROOT@example.com']) {
+    const res = await gql(ts.url(), LOGIN, { input: { identifier, secret: ADMIN_SECRET } });
+    t.equal(res.body.data?.login.entityId, ADMIN_ID, `login with ${identifier}`);
+  }
+  const { token, sessionId, expiresAt } = await login(ts, 'admin', ADMIN_SECRET);
+  const [header, claims] = token.split('.').slice(0, 2).map((p) => JSON.parse(Buffer.from(p, 'base64url').toString()));
+  t.match(header, { alg: 'ES256', typ: 'JWT', kid: String });
+  t.same(Object.keys(claims).sort(), ['aud', 'exp', 'iat', 'iss', 'sid', 'sub', 'tid']);
+  t.match(claims, { sub: ADMIN_ID, sid: sessionId, tid: null, aud: 'magistrala' });
+  t.equal(claims.exp, Math.floor(Date.parse(expiresAt) / 1000));
+  const s = await gql(ts.url(), SESSION, { id: sessionId }, token);
+  t.match(s.body.data?.session, { id: sessionId, entityId: ADMIN_ID, revokedAt: null });
+});
+
+t.test('restarting never duplicates or resets the bootstrap password', async (t) => {
+  const first = await startAuthService(t);
+  const { sql } = first.service;
+  const count = async () => (await sql<{ n: number }[]>`
+    select count(*)::int as n from credentials where entity_id = ${ADMIN_ID} and kind = 'password'`)[0]!.n;
+  t.equal(await count(), 1);
+  await first.service.stop();
+  const { startTestService } = await import('../helpers/service.js');
+  const second = await startTestService(t, { SVC_ADMIN_SECRET: 'a-different-secret-for-restart', SVC_SCRYPT_COST: '1024' }, first.db);
+  t.equal(await (async () => (await second.service.sql<{ n: number }[]>`
+    select count(*)::int as n from credentials where entity_id = ${ADMIN_ID} and kind = 'password'`)[0]!.n)(), 1);
+  t.ok(await login(second, 'admin', ADMIN_SECRET), 'the first secret still works');
+  await t.rejects(login(second, 'admin', 'a-different-secret-for-restart'), /invalid credentials/);
+});
+
+t.test('wrong password and unknown identifier fail alike, with similar timing; failures are audited', async (t) => {
+  const ts = await startAuthService(t, { SVC_SCRYPT_COST: '16384' });
+  const attempt = async (identifier: string) => {
+    const started = process.hrtime.bigint();
+    const res = await gql(ts.url(), LOGIN, { input: { identifier, secret: 'definitely-wrong-password' } });
+    return { ms: Number(process.hrtime.bigint() - started) / 1e6, error: res.body.errors?.[0] };
+  };
+  await attempt('warm-up-unknown');
+  const wrong: number[] = [];
+  const unknown: number[] = [];
+  for (let i = 0; i < 4; i++) {
+    const a = await attempt('admin');
+    const b = await attempt(`nobody-${i}@example.com`);
+    t.same({ message: a.error.message, code: a.error.extensions.code }, { message: 'invalid credentials', code: 'UNAUTHENTICATED' });
+    t.same({ message: b.error.message, code: b.error.extensions.code }, { message: 'invalid credentials', code: 'UNAUTHENTICATED' });
+    wrong.push(a.ms);
+    unknown.push(b.ms);
+  }
+  const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)] as number;
+  const ratio = median(unknown) / median(wrong);
+  t.ok(ratio > 0.6 && ratio < 1.6, `unknown/wrong time ratio ${ratio.toFixed(2)} (wrong ${median(wrong).toFixed(1)} ms)`);
+  await ts.service.audit.flush();
+  const rows = await ts.service.sql<{ outcome: string; details: { reason: string } }[]>`
+    select outcome, details from audit_log where event = 'auth.login' and outcome = 'deny'`;
+  t.ok(rows.some((r) => r.details.reason === 'invalid_secret'));
+  t.ok(rows.some((r) => r.details.reason === 'unknown_identifier'));
+  t.notMatch(JSON.stringify(rows), 'definitely-wrong-password', 'the secret is never audited');
+});
+
+t.test('unsupported kind, inactive and deleted entities, tenant context', async (t) => {
+  const ts = await startAuthService(t);
+  const bad = await gql(ts.url(), LOGIN, { input: { identifier: 'admin', secret: ADMIN_SECRET, kind: 'certificate' } });
+  t.equal(bad.body.errors?.[0].message, 'unsupported credential kind: certificate');
+  t.equal(bad.body.errors?.[0].extensions.code, 'BAD_REQUEST');
+
+  const tenant = await insertTenant(ts, 'Acme');
+  const member = await insertEntity(ts, { name: 'member' });
+  await ts.service.sql`insert into tenant_memberships (tenant_id, entity_id) values (${tenant}, ${member})`;
+  const outsider = await insertEntity(ts, { name: 'outsider' });
+  await tokenFor(ts, outsider);
+  const viaAlias = await login(ts, 'admin', ADMIN_SECRET, { tenantAlias: 'acme' });
+  t.equal(viaAlias.tenantId, tenant, 'platform admin may enter any tenant');
+  const memberToken = await tokenFor(ts, member, { tenantId: tenant });
+  const claims = JSON.parse(Buffer.from(memberToken.split('.')[1]!, 'base64url').toString());
+  t.equal(claims.tid, tenant, 'tenant context in the JWT');
+  const refused = await gql(ts.url(), LOGIN, { input: { identifier: 'outsider', secret: 'x'.repeat(12), tenantId: tenant } });
+  t.ok(refused.body.errors, 'wrong password still refused first');
+
+  const sleeper = await insertEntity(ts, { name: 'sleeper' });
+  const sleeperToken = await tokenFor(ts, sleeper);
+  t.ok(sleeperToken);
+  await ts.service.sql`update entities set status = 'suspended' where id = ${sleeper}`;
+  await t.rejects(tokenFor(ts, sleeper), /invalid credentials/, 'suspended cannot log in');
+  const gone = await insertEntity(ts, { name: 'gone' });
+  await tokenFor(ts, gone);
+  await ts.service.sql`update entities set deleted_at = now() where id = ${gone}`;
+  await t.rejects(login(ts, gone, 'whatever-password'), /invalid credentials/, 'deleted cannot log in');
+});
+
+t.test('logout ends the session; the revoked token is refused on the next request; refresh needs a session', async (t) => {
+  const ts = await startAuthService(t);
+  const { token, sessionId } = await login(ts, 'admin', ADMIN_SECRET);
+  t.equal((await gql(ts.url(), SESSION, { id: sessionId }, token)).body.data?.session.id, sessionId, 'token works (and is cached)');
+  const refreshed = await gql(ts.url(), `mutation { refreshSession { token sessionId expiresAt } }`, {}, token);
+  t.equal(refreshed.body.data?.refreshSession.sessionId, sessionId);
+  const out = await gql(ts.url(), `mutation { logout }`, {}, token);
+  t.equal(out.body.data?.logout, true);
+  for (const tok of [token, refreshed.body.data?.refreshSession.token]) {
+    const after = await gql(ts.url(), SESSION, { id: sessionId }, tok);
+    t.equal(after.body.errors?.[0].message, 'missing authentication');
+    t.equal(after.body.errors?.[0].extensions.code, 'UNAUTHENTICATED');
+    t.equal(after.body.errors?.[0].extensions.details.reason, 'revoked_token');
+  }
+  const none = await gql(ts.url(), SESSION, { id: sessionId });
+  t.equal(none.body.errors?.[0].message, 'missing authentication');
+  t.notOk(none.body.errors?.[0].extensions.details, 'no token: no reason');
+  const garbage = await gql(ts.url(), SESSION, { id: sessionId }, 'not.a.jwt');
+  t.equal(garbage.body.errors?.[0].extensions.details.reason, 'invalid_token');
+
+  const admin = await adminToken(ts);
+  const { token: apiToken } = (await gql(ts.url(), `mutation { createAccessToken(input: {name: "k", scoped: false, permissions: []}) { token } }`, {}, admin)).body.data!.createAccessToken;
+  const refresh = await gql(ts.url(), `mutation { refreshSession { token } }`, {}, apiToken);
+  t.equal(refresh.body.errors?.[0].message, 'session refresh requires a session token');
+});
