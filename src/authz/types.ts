@@ -32,6 +32,12 @@ export interface AuthorizeRequest {
   context?: Record<string, unknown>;
   /** A scoped access token's credential id: its stored ceiling narrows the subject's live grants. */
   ceilingCredentialId?: string | null;
+  /**
+   * Management reads of a frozen tenant: SPEC.md says freezing locks operations while the data stays
+   * readable, so the management API asks with this flag for reads; grants are still evaluated in full.
+   * Runtime checks (/authz/check, publish...) never set it: a frozen tenant denies them.
+   */
+  readingFrozenTenant?: boolean;
 }
 
 export interface Decision {
@@ -57,12 +63,18 @@ export type Invalidation =
   /** Actions or their applicability changed: the catalog and every memoised decision are dropped. */
   | { kind: 'actions' };
 
+export interface DecideOptions {
+  context?: Record<string, unknown>;
+  /** See AuthorizeRequest.readingFrozenTenant. */
+  readingFrozenTenant?: boolean;
+}
+
 export interface Authz {
   authorize(request: AuthorizeRequest): Promise<Decision>;
   /** A decision for a caller: subject = the principal's entity, ceiling = its scoped token's, if any. */
-  decide(principal: Principal, action: string, object: ObjectRef, context?: Record<string, unknown>): Promise<Decision>;
+  decide(principal: Principal, action: string, object: ObjectRef, options?: DecideOptions): Promise<Decision>;
   /** Like decide, but throws FORBIDDEN with the exact message 'forbidden' when denied. */
-  require(principal: Principal, action: string, object: ObjectRef, context?: Record<string, unknown>): Promise<void>;
+  require(principal: Principal, action: string, object: ObjectRef, options?: DecideOptions): Promise<void>;
   /** manage at platform scope, without a ceiling (scoped tokens are never platform administrators). */
   isPlatformAdmin(principal: Principal): Promise<boolean>;
   /**
