@@ -1,0 +1,182 @@
+// Turns rows into the engine's in-memory shapes: indexed grants, object and tenant facts, ceilings, catalog.
+import { compileConditions } from './conditions.js';
+import {
+  EMPTY_SET, type ActionIndex, type Ceiling, type CompiledBlock, type ObjectFacts, type ScopeMode, type SubjectFacts,
+  type SubjectGrants, type TenantFacts,
+} from './model.js';
+import type { ActionRow, BindingRow, CeilingRow, ObjectRow, SubjectRow, TenantRow } from './queries.js';
+
+export function compileSubject(row: SubjectRow, expiresAt: number): SubjectFacts {
+  return {
+    stale: false, expiresAt,
+    id: row.id, name: row.name, kind: row.kind, tenantId: row.tenant_id, status: row.status,
+    view: { id: row.id, kind: row.kind, tenant_id: row.tenant_id, status: row.status, attributes: row.attributes ?? {} },
+  };
+}
+
+function denyReasonOf(source: BindingRow): string {
+  return source.grant_kind === 'role' ? `explicitly denied by role '${source.role_name}' block` : 'explicitly denied by direct policy';
+}
+
+function emptyIndex(): ActionIndex {
+  return { exact: new Map(), scan: [] };
+}
+
+function addToIndex(index: ActionIndex, block: CompiledBlock): void {
+  if (block.mode === 'object' && block.objectId) {
+    const list = index.exact.get(block.objectId);
+    if (list) list.push(block);
+    else index.exact.set(block.objectId, [block]);
+  } else {
+    index.scan.push(block);
+  }
+}
+
+/**
+ * One block per id however many grants reach it (sources keep every path for explain). Denies go first
+ * in every index so the common "a deny matches" case stops early.
+ */
+export function compileGrants(subject: SubjectFacts, rows: BindingRow[], expiresAt: number): SubjectGrants {
+  const blocks = new Map<string, CompiledBlock>();
+  const refs = new Set<string>([subject.id]);
+  if (subject.tenantId) refs.add(subject.tenantId);
+  for (const r of rows) {
+    for (const id of [r.grant_id, r.role_id, r.via_group_id, r.grant_tenant_id, r.role_tenant_id, r.block_id, r.tenant_id, r.group_id]) {
+      if (id) refs.add(id);
+    }
+    const source = { grantKind: r.grant_kind, grantId: r.grant_id, roleId: r.role_id, roleName: r.role_name, via: r.via };
+    const existing = blocks.get(r.block_id);
+    if (existing) {
+      existing.sources.push(source);
+      continue;
+    }
+    const conditions = compileConditions(r.conditions);
+    blocks.set(r.block_id, {
+      id: r.block_id,
+      mode: r.scope_mode as ScopeMode,
+      tenantId: r.tenant_id,
+      objectKind: r.object_kind,
+      objectType: r.object_type,
+      objectId: r.object_id,
+      groupId: r.group_id,
+      effect: r.effect,
+      actions: new Set(r.actions),
+      allActions: r.all_actions,
+      conditions,
+      rawConditions: r.conditions ?? {},
+      sources: [source],
+      denyReason: denyReasonOf(r),
+    });
+  }
+  const ordered = [...blocks.values()].sort((a, b) => (a.effect === b.effect ? 0 : a.effect === 'deny' ? -1 : 1));
+  // Each action's index holds the blocks naming it plus those covering every action, denies first.
+  const byAction = new Map<string, ActionIndex>();
+  const allActionsIndex = emptyIndex();
+  const named = new Set<string>();
+  for (const b of ordered) {
+    if (b.allActions) addToIndex(allActionsIndex, b);
+    else for (const action of b.actions) named.add(action);
+  }
+  for (const action of named) {
+    const index = emptyIndex();
+    for (const b of ordered) if (b.allActions || b.actions.has(action)) addToIndex(index, b);
+    byAction.set(action, index);
+  }
+  return { stale: false, expiresAt, subject, blocks: ordered, byAction, allActionsIndex, refs };
+}
+
+export function compileObject(row: ObjectRow, expiresAt: number): ObjectFacts {
+  const attributes = row.attributes ?? undefined;
+  const objectView: Record<string, unknown> = { id: row.id, kind: row.kind, type: row.type, tenant_id: row.tenant_id };
+  const resourceView: Record<string, unknown> = { id: row.id, kind: row.sub_kind ?? row.kind, tenant_id: row.tenant_id };
+  if (attributes) {
+    objectView.attributes = attributes;
+    resourceView.attributes = attributes;
+  }
+  const refs = new Set<string>([row.id, ...row.all_groups, ...row.ancestors]);
+  if (row.tenant_id) refs.add(row.tenant_id);
+  if (row.parent_id) refs.add(row.parent_id);
+  return {
+    stale: false, expiresAt,
+    kind: row.kind, id: row.id, type: row.type, tenantId: row.tenant_id, name: row.name,
+    directGroups: row.direct_groups.length ? new Set(row.direct_groups) : EMPTY_SET,
+    allGroups: row.all_groups.length ? new Set(row.all_groups) : EMPTY_SET,
+    parentId: row.parent_id,
+    ancestors: row.ancestors.length ? new Set(row.ancestors) : EMPTY_SET,
+    objectView, resourceView, refs,
+  };
+}
+
+/** A kind as a whole at a tenant's or the platform's scope: no id, no type, no attributes. */
+export function kindFacts(kind: string, tenantId: string | null): ObjectFacts {
+  const view = { kind, tenant_id: tenantId };
+  return {
+    stale: false, expiresAt: Number.POSITIVE_INFINITY,
+    kind, id: null, type: null, tenantId, name: null,
+    directGroups: EMPTY_SET, allGroups: EMPTY_SET, parentId: null, ancestors: EMPTY_SET,
+    objectView: view, resourceView: view, refs: new Set(tenantId ? [tenantId] : []),
+  };
+}
+
+export function compileTenant(row: TenantRow, expiresAt: number): TenantFacts {
+  return { stale: false, expiresAt, id: row.id, status: row.status, view: { id: row.id, status: row.status, attributes: row.attributes ?? {} } };
+}
+
+export function compileCeiling(credentialId: string, row: CeilingRow | undefined, expiresAt: number): Ceiling {
+  const usable = !!row && row.kind === 'access_token' && row.status === 'active' && row.scoped;
+  return {
+    stale: false, expiresAt,
+    credentialId,
+    entityId: row?.entity_id ?? null,
+    usable,
+    credentialExpiresAt: row?.expires_at ? new Date(row.expires_at).getTime() : null,
+    rules: (usable && row ? row.limits : []).map((l) => ({
+      mode: l.scope_mode as ScopeMode,
+      tenantId: l.tenant_id,
+      objectKind: l.object_kind,
+      objectType: l.object_type,
+      objectId: l.object_id,
+      groupId: null,
+      actions: new Set(l.actions),
+      conditions: compileConditions(l.conditions),
+    })),
+    refs: new Set([credentialId, ...(row ? [row.entity_id] : [])]),
+  };
+}
+
+/** Which actions exist and which (kind, type) pairs each is valid on. */
+export interface ActionCatalog {
+  has(action: string): boolean;
+  /** type null: valid on the kind as a whole or on any of its types. */
+  applies(action: string, kind: string, type: string | null): boolean;
+  /** Every (kind, type) the action applies to (guardrails expand platform and tenant scopes with it). */
+  pairs(action: string): { kind: string; type: string | null }[];
+  names(): string[];
+  idOf(action: string): string | null;
+}
+
+export function compileCatalog(rows: ActionRow[]): ActionCatalog {
+  const ids = new Map(rows.map((r) => [r.name, r.id]));
+  const byAction = new Map<string, { kinds: Map<string, Set<string | null>>; pairs: { kind: string; type: string | null }[] }>();
+  for (const row of rows) {
+    const kinds = new Map<string, Set<string | null>>();
+    for (const p of row.applicability) {
+      let types = kinds.get(p.kind);
+      if (!types) kinds.set(p.kind, (types = new Set()));
+      types.add(p.type);
+    }
+    byAction.set(row.name, { kinds, pairs: row.applicability.map((p) => ({ kind: p.kind, type: p.type })) });
+  }
+  return {
+    has: (action) => byAction.has(action),
+    applies(action, kind, type) {
+      const types = byAction.get(action)?.kinds.get(kind);
+      if (!types) return false;
+      // A kind-level row covers every type; a question about the whole kind is valid when any row exists.
+      return type === null || types.has(null) || types.has(type);
+    },
+    pairs: (action) => byAction.get(action)?.pairs ?? [],
+    names: () => [...byAction.keys()],
+    idOf: (action) => ids.get(action) ?? null,
+  };
+}

@@ -1,0 +1,283 @@
+// The decision procedure: load (or reuse) subject grants, object and tenant facts and the token ceiling,
+// then evaluate blocks in memory. Default deny; a matching deny beats any allow.
+import { invalidInput } from '../errors.js';
+import type { Queryable } from '../db/client.js';
+import type { AuthzCache, CachedDecision } from './cache.js';
+import {
+  compileCatalog, compileCeiling, compileGrants, compileObject, compileSubject, compileTenant, kindFacts, type ActionCatalog,
+} from './compile.js';
+import { conditionsHold, type ConditionInput } from './conditions.js';
+import type { ActionIndex, Ceiling, CompiledBlock, ObjectFacts, SubjectGrants, TenantFacts } from './model.js';
+import { selectActionCatalog, selectBindings, selectCeiling, selectObject, selectSubject, selectTenant } from './queries.js';
+import { scopeContains } from './scope.js';
+import { OBJECT_KINDS, type AuthorizeRequest, type Decision } from './types.js';
+
+const KINDS: ReadonlySet<string> = new Set(OBJECT_KINDS);
+const NO_BLOCKS: string[] = [];
+
+/** Everything a decision is computed from, or the decision already reached while gathering it. */
+export type Gathered =
+  | { done: true; decision: Decision; cacheable: boolean; grants: SubjectGrants | null; facts: ObjectFacts | null; tenant: TenantFacts | null }
+  | { done: false; grants: SubjectGrants; facts: ObjectFacts; tenant: TenantFacts | null; ceiling: Ceiling | null; catalog: ActionCatalog };
+
+export interface Evaluation {
+  decision: Decision;
+  /** True when a context-dependent condition took part: such decisions are never memoised. */
+  contextual: boolean;
+}
+
+export interface Engine {
+  authorize(request: AuthorizeRequest): Promise<Decision>;
+  /** authorize without the decision memo (benchmarks measure evaluation with cached facts this way). */
+  authorizeUncached(request: AuthorizeRequest): Promise<Decision>;
+  gather(request: AuthorizeRequest): Promise<Gathered>;
+  catalog(): Promise<ActionCatalog>;
+  conditionInput(g: { grants: SubjectGrants; facts: ObjectFacts; tenant: TenantFacts | null }, context: Record<string, unknown> | undefined): ConditionInput;
+  /** The same evaluation authorize runs, on facts already gathered (explain annotates it). */
+  evaluate(request: AuthorizeRequest, gathered: Extract<Gathered, { done: false }>): Evaluation;
+  /** Facts of one object (cached like the decision path's), or null when it does not exist. */
+  objectFacts(kind: string, id: string): Promise<ObjectFacts | null>;
+  /** Clears the loaded action catalog (actions or applicability changed). */
+  resetCatalog(): void;
+}
+
+function deny(reason: string, details?: Record<string, unknown>): Decision {
+  return Object.freeze(details ? { allowed: false, reason, blockIds: NO_BLOCKS, details } : { allowed: false, reason, blockIds: NO_BLOCKS });
+}
+
+/** The memo key: context is not part of it, because context-dependent decisions are never memoised. */
+function decisionKey(r: AuthorizeRequest): string {
+  const o = r.object;
+  const objectKey = o.id === null ? `${o.kind}@${o.tenantId ?? ''}` : o.id;
+  return r.ceilingCredentialId
+    ? `${r.subjectId}\n${r.action}\n${o.kind}\n${objectKey}\n${r.ceilingCredentialId}`
+    : `${r.subjectId}\n${r.action}\n${o.kind}\n${objectKey}`;
+}
+
+function validateRequest(r: AuthorizeRequest): void {
+  if (typeof r.subjectId !== 'string' || r.subjectId === '') throw invalidInput('subject id is required');
+  if (typeof r.action !== 'string' || r.action === '') throw invalidInput('action is required');
+  const o = r.object;
+  if (!o || typeof o.kind !== 'string' || !KINDS.has(o.kind)) {
+    throw invalidInput(`unknown object kind '${String(o?.kind)}'; expected one of ${OBJECT_KINDS.join(', ')}`);
+  }
+  if (o.id !== null && (typeof o.id !== 'string' || o.id === '')) throw invalidInput('object id must be a non-empty string or null');
+  if (r.context !== undefined && r.context !== null && (typeof r.context !== 'object' || Array.isArray(r.context))) {
+    throw invalidInput('context must be a JSON object');
+  }
+}
+
+export function createEngine(deps: { sql: Queryable; cache: AuthzCache; now?: () => number; cacheUsable?: () => boolean }): Engine {
+  const { sql, cache } = deps;
+  const now = deps.now ?? Date.now;
+  // False while invalidations cannot reach this instance (LISTEN connection down): read and store nothing.
+  const usable = deps.cacheUsable ?? (() => true);
+  const storable = (gen: number) => cache.generation === gen && usable();
+  let catalog: ActionCatalog | undefined;
+  let catalogLoad: Promise<ActionCatalog> | undefined;
+
+  function loadCatalog(): Promise<ActionCatalog> {
+    if (catalog) return Promise.resolve(catalog);
+    const gen = cache.generation;
+    return (catalogLoad ??= selectActionCatalog(sql).then((rows) => {
+      const loaded = compileCatalog(rows);
+      catalogLoad = undefined;
+      if (cache.generation === gen) catalog = loaded;
+      return loaded;
+    }, (err: unknown) => {
+      catalogLoad = undefined;
+      throw err;
+    }));
+  }
+
+  /** Fresh and not stale, or undefined. */
+  function fresh<V extends { stale: boolean; expiresAt: number }>(value: V | undefined): V | undefined {
+    return value && !value.stale && value.expiresAt > now() && usable() ? value : undefined;
+  }
+
+  function loadGrants(subjectId: string): Promise<SubjectGrants | null> {
+    const hit = fresh(cache.grants.get(subjectId));
+    if (hit) return Promise.resolve(hit);
+    return cache.dedupe(`s:${subjectId}`, async () => {
+      const gen = cache.generation;
+      const row = await selectSubject(sql, subjectId);
+      if (!row) return null;
+      const rows = await selectBindings(sql, subjectId);
+      const expiresAt = now() + cache.ttlMs;
+      const grants = compileGrants(compileSubject(row, expiresAt), rows, expiresAt);
+      if (storable(gen)) cache.grants.set(subjectId, grants);
+      return grants;
+    });
+  }
+
+  function loadObject(kind: string, id: string): Promise<ObjectFacts | null> {
+    const hit = fresh(cache.objects.get(id));
+    if (hit && hit.kind === kind) return Promise.resolve(hit);
+    return cache.dedupe(`o:${kind}:${id}`, async () => {
+      const gen = cache.generation;
+      const row = await selectObject(sql, kind, id);
+      if (!row) return null;
+      const facts = compileObject(row, now() + cache.ttlMs);
+      if (storable(gen)) cache.objects.set(id, facts);
+      return facts;
+    });
+  }
+
+  function loadTenant(id: string): Promise<TenantFacts | null> {
+    const hit = fresh(cache.tenants.get(id));
+    if (hit) return Promise.resolve(hit);
+    return cache.dedupe(`t:${id}`, async () => {
+      const gen = cache.generation;
+      const row = await selectTenant(sql, id);
+      if (!row) return null;
+      const facts = compileTenant(row, now() + cache.ttlMs);
+      if (storable(gen)) cache.tenants.set(id, facts);
+      return facts;
+    });
+  }
+
+  function loadCeiling(credentialId: string): Promise<Ceiling> {
+    const hit = fresh(cache.ceilings.get(credentialId));
+    if (hit) return Promise.resolve(hit);
+    return cache.dedupe(`c:${credentialId}`, async () => {
+      const gen = cache.generation;
+      const ceiling = compileCeiling(credentialId, await selectCeiling(sql, credentialId), now() + cache.ttlMs);
+      if (storable(gen)) cache.ceilings.set(credentialId, ceiling);
+      return ceiling;
+    });
+  }
+
+  async function gather(r: AuthorizeRequest): Promise<Gathered> {
+    validateRequest(r);
+    const actions = await loadCatalog();
+    if (!actions.has(r.action)) throw invalidInput(`unknown action '${r.action}'`);
+    const grants = await loadGrants(r.subjectId);
+    if (!grants) return { done: true, decision: deny('subject not found', { subject_id: r.subjectId }), cacheable: false, grants, facts: null, tenant: null };
+    if (grants.subject.status !== 'active') {
+      return { done: true, decision: deny('subject is not active', { subject_id: r.subjectId, subject_status: grants.subject.status }), cacheable: true, grants, facts: null, tenant: null };
+    }
+    const o = r.object;
+    const facts = o.id === null ? kindFacts(o.kind, o.tenantId ?? null) : await loadObject(o.kind, o.id);
+    if (!facts) {
+      return { done: true, decision: deny(`${o.kind} not found`, { object_kind: o.kind, object_id: o.id }), cacheable: false, grants, facts, tenant: null };
+    }
+    // Validation, not a grant: a question that can never be answered yes is a mistake in the question.
+    if (!actions.applies(r.action, facts.kind, facts.type)) {
+      throw invalidInput(`action '${r.action}' is not valid for ${facts.type ?? facts.kind}`, { action: r.action, object_kind: facts.kind, object_type: facts.type });
+    }
+    let tenant: TenantFacts | null = null;
+    if (facts.tenantId !== null) {
+      tenant = await loadTenant(facts.tenantId);
+      if (!tenant) return { done: true, decision: deny('tenant not found', { tenant_id: facts.tenantId }), cacheable: false, grants, facts, tenant };
+      if (tenant.status !== 'active') {
+        return { done: true, decision: deny(`tenant is ${tenant.status}`, { tenant_id: tenant.id, tenant_status: tenant.status }), cacheable: true, grants, facts, tenant };
+      }
+    }
+    const ceiling = r.ceilingCredentialId ? await loadCeiling(r.ceilingCredentialId) : null;
+    return { done: false, grants, facts, tenant, ceiling, catalog: actions };
+  }
+
+  function conditionInput(g: { grants: SubjectGrants; facts: ObjectFacts; tenant: TenantFacts | null }, context: Record<string, unknown> | undefined): ConditionInput {
+    return { entity: g.grants.subject.view, object: g.facts.objectView, resource: g.facts.resourceView, tenant: g.tenant?.view, context: context ?? undefined };
+  }
+
+  /** The ceiling allows when the token is usable, belongs to the subject and one of its rules covers the request. */
+  function ceilingAllows(ceiling: Ceiling, r: AuthorizeRequest, g: Extract<Gathered, { done: false }>, out: { contextual: boolean }): boolean {
+    if (!ceiling.usable || ceiling.entityId !== r.subjectId) return false;
+    if (ceiling.credentialExpiresAt !== null && ceiling.credentialExpiresAt <= now()) return false;
+    let input: ConditionInput | undefined;
+    for (const rule of ceiling.rules) {
+      if (!rule.actions.has(r.action) || !scopeContains(rule, g.facts)) continue;
+      if (rule.conditions) {
+        if (rule.conditions.usesContext) out.contextual = true;
+        if (!conditionsHold(rule.conditions, (input ??= conditionInput(g, r.context)))) continue;
+      }
+      return true;
+    }
+    return false;
+  }
+
+  function evaluate(r: AuthorizeRequest, g: Extract<Gathered, { done: false }>): Evaluation {
+    const flags = { contextual: false };
+    if (g.ceiling && !ceilingAllows(g.ceiling, r, g, flags)) {
+      return { decision: deny('denied by access token permission ceiling', { credential_id: g.ceiling.credentialId }), contextual: flags.contextual };
+    }
+    const index: ActionIndex = g.grants.byAction.get(r.action) ?? g.grants.allActionsIndex;
+    let allows: string[] | null = null;
+    let input: ConditionInput | undefined;
+    const facts = g.facts;
+    const exact = facts.id !== null ? index.exact.get(facts.id) : undefined;
+    for (let pass = 0; pass < 2; pass++) {
+      const list = pass === 0 ? exact : index.scan;
+      if (!list) continue;
+      for (let i = 0; i < list.length; i++) {
+        const b = list[i] as CompiledBlock;
+        if (!scopeContains(b, facts)) continue;
+        if (b.conditions) {
+          const contextual = b.conditions.usesContext;
+          if (contextual) flags.contextual = true;
+          if (!conditionsHold(b.conditions, (input ??= conditionInput(g, r.context)))) continue;
+          // A matching deny that needs no context decides alone, whatever else took part.
+          if (b.effect === 'deny') return { decision: Object.freeze({ allowed: false, reason: b.denyReason, blockIds: [b.id] }), contextual };
+        } else if (b.effect === 'deny') {
+          return { decision: Object.freeze({ allowed: false, reason: b.denyReason, blockIds: [b.id] }), contextual: false };
+        }
+        (allows ??= []).push(b.id);
+      }
+    }
+    if (allows) return { decision: Object.freeze({ allowed: true, reason: 'allowed', blockIds: allows }), contextual: flags.contextual };
+    return { decision: deny('no matching allow policy'), contextual: flags.contextual };
+  }
+
+  async function decideSlow(r: AuthorizeRequest, key: string | null): Promise<Decision> {
+    const gen = cache.generation;
+    const g = await gather(r);
+    let decision: Decision;
+    let cacheable: boolean;
+    let ceiling: Ceiling | null = null;
+    if (g.done) {
+      decision = g.decision;
+      cacheable = g.cacheable;
+    } else {
+      const e = evaluate(r, g);
+      decision = e.decision;
+      cacheable = !e.contextual;
+      ceiling = g.ceiling;
+    }
+    if (key !== null && cacheable && g.grants && storable(gen)) {
+      const expiresAt = Math.min(g.grants.expiresAt, g.facts?.expiresAt ?? Infinity, g.tenant?.expiresAt ?? Infinity,
+        ceiling?.expiresAt ?? Infinity, ceiling?.credentialExpiresAt ?? Infinity);
+      cache.decisions.set(key, { decision, grants: g.grants, facts: g.facts, tenant: g.tenant, ceiling, expiresAt });
+    }
+    return decision;
+  }
+
+  function valid(hit: CachedDecision): boolean {
+    return !hit.grants.stale && !(hit.facts?.stale) && !(hit.tenant?.stale) && !(hit.ceiling?.stale) && hit.expiresAt > now();
+  }
+
+  return {
+    authorize(r) {
+      let key: string | null = null;
+      if (catalog && usable() && typeof r.subjectId === 'string' && typeof r.action === 'string' && r.object) {
+        key = decisionKey(r);
+        const hit = cache.decisions.get(key);
+        if (hit && valid(hit)) return Promise.resolve(hit.decision);
+      }
+      return decideSlow(r, key);
+    },
+    async authorizeUncached(r) {
+      const g = await gather(r);
+      return g.done ? g.decision : evaluate(r, g).decision;
+    },
+    gather,
+    evaluate,
+    objectFacts: loadObject,
+    catalog: loadCatalog,
+    conditionInput,
+    resetCatalog() {
+      catalog = undefined;
+      catalogLoad = undefined;
+    },
+  };
+}

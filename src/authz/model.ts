@@ -1,0 +1,114 @@
+// The engine's internal shapes: compiled grants of a subject, facts about objects and tenants, ceilings.
+import type { CompiledConditions } from './conditions.js';
+
+export const SCOPE_MODES = [
+  'platform', 'tenant', 'object_kind', 'object_type', 'object',
+  'group', 'group_direct_objects', 'group_descendant_objects', 'group_child_groups', 'group_descendant_groups',
+] as const;
+export type ScopeMode = (typeof SCOPE_MODES)[number];
+
+/** Where a block applies: the same vocabulary for permission blocks and token ceilings. */
+export interface Scope {
+  mode: ScopeMode;
+  tenantId: string | null;
+  objectKind: string | null;
+  objectType: string | null;
+  objectId: string | null;
+  groupId: string | null;
+}
+
+/** How a block reached the subject: one per (assignment or direct policy, block). */
+export interface BlockSource {
+  grantKind: 'role' | 'capability';
+  grantId: string;
+  roleId: string | null;
+  roleName: string | null;
+  /** 'direct' or 'group:<principal group name>' */
+  via: string;
+}
+
+export interface CompiledBlock extends Scope {
+  id: string;
+  effect: 'allow' | 'deny';
+  actions: ReadonlySet<string>;
+  allActions: boolean;
+  conditions: CompiledConditions | null;
+  rawConditions: Record<string, unknown>;
+  sources: BlockSource[];
+  /** Precomputed so a deny costs no string building on the hot path. */
+  denyReason: string;
+}
+
+/** Blocks relevant to one action: exact-object blocks by object id (no scan), the rest scanned. */
+export interface ActionIndex {
+  exact: Map<string, CompiledBlock[]>;
+  scan: CompiledBlock[];
+}
+
+/** Cached facts carry a stale flag: invalidation sets it, so memoised decisions built on them die too. */
+export interface Cached {
+  stale: boolean;
+  expiresAt: number;
+}
+
+export interface SubjectFacts extends Cached {
+  id: string;
+  name: string;
+  kind: string;
+  tenantId: string | null;
+  status: string;
+  /** What conditions see as entity.* */
+  view: Record<string, unknown>;
+}
+
+export interface SubjectGrants extends Cached {
+  subject: SubjectFacts;
+  blocks: CompiledBlock[];
+  byAction: Map<string, ActionIndex>;
+  /** Blocks covering every action; used for actions no specific block names. */
+  allActionsIndex: ActionIndex;
+  /** Every id this entry was built from (entity, groups, roles, blocks, grants, tenants): invalidation matches on these. */
+  refs: Set<string>;
+}
+
+export interface ObjectFacts extends Cached {
+  kind: string;
+  /** null: the kind as a whole (at tenantId's scope, or platform scope). */
+  id: string | null;
+  type: string | null;
+  tenantId: string | null;
+  name: string | null;
+  /** Object groups containing it directly, and those plus all their ancestors. */
+  directGroups: ReadonlySet<string>;
+  allGroups: ReadonlySet<string>;
+  /** For groups: the parent and every ancestor. */
+  parentId: string | null;
+  ancestors: ReadonlySet<string>;
+  /** What conditions see as object.* and resource.* */
+  objectView: Record<string, unknown>;
+  resourceView: Record<string, unknown>;
+  refs: Set<string>;
+}
+
+export interface TenantFacts extends Cached {
+  id: string;
+  status: string;
+  view: Record<string, unknown>;
+}
+
+export interface CeilingRule extends Scope {
+  actions: ReadonlySet<string>;
+  conditions: CompiledConditions | null;
+}
+
+export interface Ceiling extends Cached {
+  credentialId: string;
+  entityId: string | null;
+  /** False when the credential is missing, revoked, not a scoped token, or expired at load time. */
+  usable: boolean;
+  credentialExpiresAt: number | null;
+  rules: CeilingRule[];
+  refs: Set<string>;
+}
+
+export const EMPTY_SET: ReadonlySet<string> = new Set();

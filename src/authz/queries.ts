@@ -1,0 +1,268 @@
+// SQL of the authorization engine: subjects and their grants, object and tenant facts, ceilings, catalog.
+import type { Queryable } from '../db/client.js';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+export const isUuid = (v: string): boolean => UUID.test(v);
+
+export interface SubjectRow {
+  id: string;
+  kind: string;
+  name: string;
+  tenant_id: string | null;
+  status: string;
+  attributes: Record<string, unknown>;
+}
+
+/** A live entity whose home tenant (if any) is not deleted: deleted entities and tenants are "not found". */
+export async function selectSubject(sql: Queryable, id: string): Promise<SubjectRow | undefined> {
+  const [row] = await sql<SubjectRow[]>`
+    select e.id, e.kind, e.name, e.tenant_id, e.status, e.attributes
+    from entities e left join tenants t on t.id = e.tenant_id
+    where e.id = ${id} and e.deleted_at is null and (e.tenant_id is null or t.status <> 'deleted')`;
+  return row;
+}
+
+export interface BindingRow {
+  grant_kind: 'role' | 'capability';
+  grant_id: string;
+  grant_tenant_id: string | null;
+  role_id: string | null;
+  role_name: string | null;
+  role_tenant_id: string | null;
+  via: string;
+  via_group_id: string | null;
+  block_id: string;
+  tenant_id: string | null;
+  scope_mode: string;
+  object_kind: string | null;
+  object_type: string | null;
+  object_id: string | null;
+  group_id: string | null;
+  effect: 'allow' | 'deny';
+  conditions: Record<string, unknown>;
+  all_actions: boolean;
+  actions: string[];
+}
+
+/**
+ * Every (grant, block) pair reaching the subject: its role assignments and direct policies, and those of
+ * the live, active principal groups it belongs to. Soft-deleted roles and anything owned by a deleted
+ * tenant (the assignment, the role, the block or the group) are hidden.
+ */
+export async function selectBindings(sql: Queryable, entityId: string): Promise<BindingRow[]> {
+  return sql<BindingRow[]>`
+    with pg as (
+      select g.id, g.name
+      from principal_group_members m
+      join groups g on g.id = m.group_id
+      left join tenants gt on gt.id = g.tenant_id
+      where m.entity_id = ${entityId} and g.group_type = 'principal' and g.deleted_at is null and g.status = 'active'
+        and (g.tenant_id is null or gt.status <> 'deleted')
+    ),
+    grants as (
+      select 'role'::text as grant_kind, ra.id as grant_id, ra.tenant_id as grant_tenant_id,
+             r.id as role_id, r.name as role_name, r.tenant_id as role_tenant_id,
+             case when ra.entity_id is not null then 'direct' else 'group:' || pg.name end as via,
+             pg.id as via_group_id, rpb.block_id
+      from role_assignments ra
+      join roles r on r.id = ra.role_id and r.deleted_at is null
+      join role_permission_blocks rpb on rpb.role_id = r.id
+      left join pg on pg.id = ra.group_id
+      where ra.entity_id = ${entityId} or ra.group_id in (select id from pg)
+      union all
+      select 'capability', dp.id, dp.tenant_id, null, null, null,
+             case when dp.entity_id is not null then 'direct' else 'group:' || pg.name end,
+             pg.id, dp.block_id
+      from direct_policies dp
+      left join pg on pg.id = dp.group_id
+      where dp.entity_id = ${entityId} or dp.group_id in (select id from pg)
+    )
+    select g.*, b.tenant_id, b.scope_mode, b.object_kind, b.object_type, b.object_id, b.group_id, b.effect,
+           b.conditions, b.all_actions,
+           array(select a.name from permission_block_actions pba join actions a on a.id = pba.action_id
+                 where pba.block_id = b.id order by a.name) as actions
+    from grants g
+    join permission_blocks b on b.id = g.block_id
+    where not exists (
+      select 1 from tenants t
+      where t.status = 'deleted' and t.id in (g.grant_tenant_id, g.role_tenant_id, b.tenant_id))
+    order by g.grant_kind, g.grant_id, b.id`;
+}
+
+export interface ObjectRow {
+  id: string;
+  kind: string;
+  type: string | null;
+  sub_kind: string | null;
+  name: string | null;
+  tenant_id: string | null;
+  parent_id: string | null;
+  attributes: Record<string, unknown> | null;
+  direct_groups: string[];
+  all_groups: string[];
+  ancestors: string[];
+}
+
+// Group chains are acyclic by the API's rules; the depth cap keeps a corrupted chain from looping.
+const MAX_DEPTH = 64;
+
+async function selectEntityObject(sql: Queryable, id: string): Promise<ObjectRow | undefined> {
+  const [row] = await sql<ObjectRow[]>`
+    with recursive direct as (
+      select m.group_id from object_group_entities m join groups g on g.id = m.group_id and g.deleted_at is null
+      where m.entity_id = ${id}
+    ), up(id, parent_id, depth) as (
+      select g.id, g.parent_id, 0 from groups g where g.id in (select group_id from direct)
+      union all
+      select g.id, g.parent_id, up.depth + 1 from groups g join up on g.id = up.parent_id
+      where g.deleted_at is null and up.depth < ${MAX_DEPTH}
+    )
+    select e.id, 'entity' as kind, 'entity:' || e.kind as type, e.kind as sub_kind, e.name, e.tenant_id,
+           null::uuid as parent_id, e.attributes,
+           array(select group_id from direct) as direct_groups, array(select distinct id from up) as all_groups,
+           '{}'::uuid[] as ancestors
+    from entities e where e.id = ${id} and e.deleted_at is null`;
+  return row;
+}
+
+async function selectResourceObject(sql: Queryable, id: string): Promise<ObjectRow | undefined> {
+  const [row] = await sql<ObjectRow[]>`
+    with recursive direct as (
+      select m.group_id from object_group_resources m join groups g on g.id = m.group_id and g.deleted_at is null
+      where m.resource_id = ${id}
+    ), up(id, parent_id, depth) as (
+      select g.id, g.parent_id, 0 from groups g where g.id in (select group_id from direct)
+      union all
+      select g.id, g.parent_id, up.depth + 1 from groups g join up on g.id = up.parent_id
+      where g.deleted_at is null and up.depth < ${MAX_DEPTH}
+    )
+    select r.id, 'resource' as kind, 'resource:' || r.kind as type, r.kind as sub_kind, r.name, r.tenant_id,
+           null::uuid as parent_id, r.attributes,
+           array(select group_id from direct) as direct_groups, array(select distinct id from up) as all_groups,
+           '{}'::uuid[] as ancestors
+    from resources r where r.id = ${id} and r.deleted_at is null`;
+  return row;
+}
+
+async function selectGroupObject(sql: Queryable, id: string): Promise<ObjectRow | undefined> {
+  const [row] = await sql<ObjectRow[]>`
+    with recursive up(id, parent_id, depth) as (
+      select g.id, g.parent_id, 0 from groups g
+      where g.id = (select parent_id from groups where id = ${id}) and g.deleted_at is null
+      union all
+      select g.id, g.parent_id, up.depth + 1 from groups g join up on g.id = up.parent_id
+      where g.deleted_at is null and up.depth < ${MAX_DEPTH}
+    )
+    select g.id, 'group' as kind, null as type, g.group_type as sub_kind, g.name, g.tenant_id, g.parent_id, g.attributes,
+           '{}'::uuid[] as direct_groups, '{}'::uuid[] as all_groups, array(select distinct id from up) as ancestors
+    from groups g where g.id = ${id} and g.deleted_at is null`;
+  return row;
+}
+
+/** Kinds without group containment: only identity, tenant and attributes matter. */
+async function selectSimpleObject(sql: Queryable, kind: string, id: string): Promise<ObjectRow | undefined> {
+  const simple = (rows: { tenant_id: string | null; name: string | null; attributes?: Record<string, unknown> | null }[]) => {
+    const r = rows[0];
+    return r && ({ id, kind, type: null, sub_kind: null, name: r.name, tenant_id: r.tenant_id, parent_id: null,
+      attributes: r.attributes ?? null, direct_groups: [], all_groups: [], ancestors: [] } satisfies ObjectRow);
+  };
+  switch (kind) {
+    case 'tenant':
+      // A tenant in any state is found: its state is what the decision reports.
+      return simple(await sql`select id as tenant_id, name, attributes from tenants where id = ${id}`);
+    case 'role':
+      return simple(await sql`select tenant_id, name from roles where id = ${id} and deleted_at is null`);
+    case 'policy':
+      return simple(await sql`
+        select tenant_id, null as name from permission_blocks where id = ${id}
+        union all select tenant_id, null from direct_policies where id = ${id}
+        union all select tenant_id, null from role_assignments where id = ${id}
+        limit 1`);
+    case 'credential':
+      // Credential authority follows the owning entity's tenant (SPEC.md "Authentication" 10).
+      return simple(await sql`
+        select e.tenant_id, c.name from credentials c join entities e on e.id = c.entity_id where c.id = ${id}`);
+    case 'audit_log':
+      return simple(await sql`select tenant_id, event as name from audit_log where id = ${id}`);
+    case 'api_endpoint':
+      try {
+        return simple(await sql`select tenant_id, name from api_endpoints where id = ${id}`);
+      } catch (err) {
+        // The custom-endpoint domain's table may not exist yet in this deployment's schema.
+        if ((err as { code?: string }).code === '42P01') return undefined;
+        throw err;
+      }
+    default:
+      return undefined;
+  }
+}
+
+export async function selectObject(sql: Queryable, kind: string, id: string): Promise<ObjectRow | undefined> {
+  if (kind === 'signing_key') {
+    const [row] = await sql<{ kid: string }[]>`select kid from signing_keys where kid = ${id}`;
+    return row && { id, kind, type: null, sub_kind: null, name: row.kid, tenant_id: null, parent_id: null, attributes: null,
+      direct_groups: [], all_groups: [], ancestors: [] };
+  }
+  if (!isUuid(id)) return undefined;
+  if (kind === 'entity') return selectEntityObject(sql, id);
+  if (kind === 'resource') return selectResourceObject(sql, id);
+  if (kind === 'group') return selectGroupObject(sql, id);
+  return selectSimpleObject(sql, kind, id);
+}
+
+export interface TenantRow {
+  id: string;
+  status: string;
+  attributes: Record<string, unknown>;
+}
+
+export async function selectTenant(sql: Queryable, id: string): Promise<TenantRow | undefined> {
+  if (!isUuid(id)) return undefined;
+  const [row] = await sql<TenantRow[]>`select id, status, attributes from tenants where id = ${id}`;
+  return row;
+}
+
+export interface CeilingRow {
+  id: string;
+  entity_id: string;
+  kind: string;
+  status: string;
+  scoped: boolean;
+  expires_at: Date | null;
+  limits: {
+    actions: string[];
+    scope_mode: string;
+    tenant_id: string | null;
+    object_kind: string | null;
+    object_type: string | null;
+    object_id: string | null;
+    conditions: Record<string, unknown>;
+  }[];
+}
+
+export async function selectCeiling(sql: Queryable, credentialId: string): Promise<CeilingRow | undefined> {
+  if (!isUuid(credentialId)) return undefined;
+  const [row] = await sql<CeilingRow[]>`
+    select c.id, c.entity_id, c.kind, c.status, c.scoped, c.expires_at,
+           coalesce((select json_agg(json_build_object(
+             'actions', l.actions, 'scope_mode', l.scope_mode, 'tenant_id', l.tenant_id, 'object_kind', l.object_kind,
+             'object_type', l.object_type, 'object_id', l.object_id, 'conditions', l.conditions) order by l.position, l.created_at)
+             from credential_permission_limits l where l.credential_id = c.id), '[]'::json) as limits
+    from credentials c where c.id = ${credentialId}`;
+  return row;
+}
+
+export interface ActionRow {
+  id: string;
+  name: string;
+  applicability: { kind: string; type: string | null }[];
+}
+
+export async function selectActionCatalog(sql: Queryable): Promise<ActionRow[]> {
+  return sql<ActionRow[]>`
+    select a.id, a.name,
+           coalesce(json_agg(json_build_object('kind', ap.object_kind, 'type', ap.object_type))
+                    filter (where ap.id is not null), '[]'::json) as applicability
+    from actions a left join action_applicability ap on ap.action_id = a.id
+    group by a.id, a.name`;
+}

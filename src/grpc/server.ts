@@ -1,0 +1,103 @@
+// The gRPC runtime listener (@grpc/grpc-js): loads the service definitions, hosts each domain's
+// implementation, maps AppError kinds to gRPC status codes. Authz uses it now, certificates later.
+import path from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+import { isUnexpected, toAppError, type ErrorKind } from '../errors.js';
+import type { Logger } from '../log.js';
+import { sourceDir } from '../paths.js';
+
+export const PROTO_FILE = path.join(sourceDir, 'grpc', 'proto', 'svc.proto');
+
+/** snake_case field names as written in the .proto; enums as strings; absent scalars as defaults. */
+export function loadServices(file = PROTO_FILE): grpc.GrpcObject {
+  const definition = protoLoader.loadSync(file, { keepCase: true, longs: String, enums: String, defaults: true, oneofs: true });
+  return grpc.loadPackageDefinition(definition);
+}
+
+/** The service constructor svc.v1.<name> of the loaded definitions. */
+export function serviceOf(services: grpc.GrpcObject, name: string): grpc.ServiceClientConstructor {
+  const pkg = (services.svc as grpc.GrpcObject).v1 as grpc.GrpcObject;
+  return pkg[name] as grpc.ServiceClientConstructor;
+}
+
+const STATUS: Record<ErrorKind, grpc.status> = {
+  INVALID_INPUT: grpc.status.INVALID_ARGUMENT,
+  UNAUTHENTICATED: grpc.status.UNAUTHENTICATED,
+  FORBIDDEN: grpc.status.PERMISSION_DENIED,
+  NOT_FOUND: grpc.status.NOT_FOUND,
+  METHOD_NOT_ALLOWED: grpc.status.UNIMPLEMENTED,
+  CONFLICT: grpc.status.ALREADY_EXISTS,
+  PAYLOAD_TOO_LARGE: grpc.status.RESOURCE_EXHAUSTED,
+  UNSUPPORTED_MEDIA_TYPE: grpc.status.INVALID_ARGUMENT,
+  RATE_LIMITED: grpc.status.RESOURCE_EXHAUSTED,
+  UNAVAILABLE: grpc.status.UNAVAILABLE,
+  INTERNAL: grpc.status.INTERNAL,
+};
+
+/** Any thrown value as a gRPC error: the same translation and logging as the HTTP edge. */
+export function toGrpcError(err: unknown, log: Logger, method: string): grpc.ServiceError {
+  const appErr = toAppError(err);
+  if (isUnexpected(appErr)) log.error('gRPC call failed', { method, err });
+  return Object.assign(new Error(appErr.message), { code: STATUS[appErr.kind], details: appErr.message, metadata: new grpc.Metadata() });
+}
+
+/** Request headers of a call as the HTTP edge sees them (lower-case names, first value). */
+export function headersOf(call: grpc.ServerUnaryCall<unknown, unknown>): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const [key, value] of Object.entries(call.metadata.getMap())) headers[key.toLowerCase()] = String(value);
+  return headers;
+}
+
+/** The peer's address without the port ("ipv4:127.0.0.1:5555" / "127.0.0.1:5555" -> "127.0.0.1"). */
+export function peerIp(call: grpc.ServerUnaryCall<unknown, unknown>): string {
+  const peer = call.getPeer().replace(/^ipv[46]:/, '');
+  const bracket = peer.match(/^\[([^\]]+)\]/);
+  if (bracket) return bracket[1] as string;
+  const i = peer.lastIndexOf(':');
+  return i > 0 ? peer.slice(0, i) : peer;
+}
+
+export interface GrpcServer {
+  readonly services: grpc.GrpcObject;
+  addService(name: string, impl: grpc.UntypedServiceImplementation): void;
+  listen(host: string, port: number): Promise<number>;
+  close(timeoutMs: number): Promise<void>;
+}
+
+export function createGrpcServer(log: Logger): GrpcServer {
+  const services = loadServices();
+  const server = new grpc.Server();
+  let started = false;
+  return {
+    services,
+    addService(name, impl) {
+      server.addService(serviceOf(services, name).service, impl);
+    },
+    listen(host, port) {
+      // TLS (SVC_GRPC_TLS_*) is not configured yet: plaintext, as upstream without certificates.
+      return new Promise((resolve, reject) => {
+        server.bindAsync(`${host.includes(':') ? `[${host}]` : host}:${port}`, grpc.ServerCredentials.createInsecure(), (err, bound) => {
+          if (err) return reject(new Error(`grpc listener cannot bind ${host}:${port}: ${err.message}`));
+          started = true;
+          resolve(bound);
+        });
+      });
+    },
+    close(timeoutMs) {
+      if (!started) return Promise.resolve();
+      return new Promise((resolve) => {
+        const timer = setTimeout(() => {
+          log.warn('gRPC shutdown timed out; forcing');
+          server.forceShutdown();
+          resolve();
+        }, timeoutMs);
+        timer.unref();
+        server.tryShutdown(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    },
+  };
+}
