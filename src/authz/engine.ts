@@ -49,9 +49,10 @@ function deny(reason: string, details?: Record<string, unknown>): Decision {
 function decisionKey(r: AuthorizeRequest): string {
   const o = r.object;
   const objectKey = o.id === null ? `${o.kind}@${o.tenantId ?? ''}` : o.id;
-  return r.ceilingCredentialId
+  const key = r.ceilingCredentialId
     ? `${r.subjectId}\n${r.action}\n${o.kind}\n${objectKey}\n${r.ceilingCredentialId}`
     : `${r.subjectId}\n${r.action}\n${o.kind}\n${objectKey}`;
+  return r.readingFrozenTenant === true ? `${key}\nfrozen-read` : key;
 }
 
 function validateRequest(r: AuthorizeRequest): void {
@@ -169,7 +170,9 @@ export function createEngine(deps: { sql: Queryable; cache: AuthzCache; now?: ()
     if (facts.tenantId !== null) {
       tenant = await loadTenant(facts.tenantId);
       if (!tenant) return { done: true, decision: deny('tenant not found', { tenant_id: facts.tenantId }), cacheable: false, grants, facts, tenant };
-      if (tenant.status !== 'active') {
+      // Freezing locks operations but keeps data readable: management reads say so and pass a frozen tenant.
+      const readable = tenant.status === 'frozen' && r.readingFrozenTenant === true;
+      if (tenant.status !== 'active' && !readable) {
         return { done: true, decision: deny(`tenant is ${tenant.status}`, { tenant_id: tenant.id, tenant_status: tenant.status }), cacheable: true, grants, facts, tenant };
       }
     }

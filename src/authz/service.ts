@@ -15,7 +15,7 @@ import { createEngine, type Engine } from './engine.js';
 import { explainDecision, type Explanation } from './explain.js';
 import { checkGrant, checkMembership, type GrantCheck, type GuardrailDeps, type GuardrailResult } from './guardrails.js';
 import { selectActionCatalog } from './queries.js';
-import type { Authz, AuthorizeRequest, Decision, Invalidation, ObjectRef } from './types.js';
+import type { Authz, AuthorizeRequest, DecideOptions, Decision, Invalidation, ObjectRef } from './types.js';
 
 export const INVALIDATE_TOPIC = 'authz.invalidate';
 
@@ -115,8 +115,11 @@ export function createAuthz(deps: { sql: Sql; hub: NotifyHub; audit: AuditWriter
     return principal.scoped ? (principal.credentialId ?? 'missing-credential') : null;
   }
 
-  async function decide(principal: Principal, action: string, object: ObjectRef, context?: Record<string, unknown>): Promise<Decision> {
-    return authorize({ subjectId: principal.entityId, action, object, context, ceilingCredentialId: ceilingOf(principal) });
+  async function decide(principal: Principal, action: string, object: ObjectRef, options?: DecideOptions): Promise<Decision> {
+    return authorize({
+      subjectId: principal.entityId, action, object, context: options?.context, ceilingCredentialId: ceilingOf(principal),
+      readingFrozenTenant: options?.readingFrozenTenant === true,
+    });
   }
 
   const guardrailDeps: GuardrailDeps = {
@@ -134,8 +137,8 @@ export function createAuthz(deps: { sql: Sql; hub: NotifyHub; audit: AuditWriter
   const service: AuthzService = {
     authorize,
     decide,
-    async require(principal, action, object, context) {
-      const d = await decide(principal, action, object, context);
+    async require(principal, action, object, options) {
+      const d = await decide(principal, action, object, options);
       if (!d.allowed) throw forbidden();
     },
     async isPlatformAdmin(principal) {

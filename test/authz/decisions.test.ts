@@ -8,7 +8,7 @@ import { resolveObject, startEngine } from './helpers/engine.js';
 
 function describe(c: Case): string {
   const obj = JSON.stringify(c.object).replace(/"/g, '');
-  return `${c.subject} ${c.action} ${obj}${c.ceiling ? ` via ${c.ceiling}` : ''}${c.context ? ` ctx ${JSON.stringify(c.context)}` : ''} -> ${c.expect}: ${c.reason}`;
+  return `${c.subject} ${c.action} ${obj}${c.ceiling ? ` via ${c.ceiling}` : ''}${c.frozenRead ? ' (frozen read)' : ''}${c.context ? ` ctx ${JSON.stringify(c.context)}` : ''} -> ${c.expect}: ${c.reason}`;
 }
 
 t.test('authorization cases', async (t) => {
@@ -23,6 +23,7 @@ t.test('authorization cases', async (t) => {
       object: resolveObject(c.object, ids),
       context: c.context,
       ceilingCredentialId: c.ceiling ? name(c.ceiling) : null,
+      readingFrozenTenant: c.frozenRead,
     };
     await t.test(describe(c), async (t) => {
       if (c.expect === 'error') {
