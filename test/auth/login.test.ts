@@ -1,7 +1,6 @@
 import t from 'tap';
-import { ADMIN_ID, ADMIN_SECRET, adminToken, login, startAuthService, tokenFor } from '../helpers/auth.js';
+import { ADMIN_ID, ADMIN_SECRET, adminToken, insertEntity, insertTenant, login, startAuthService, tokenFor } from '../helpers/auth.js';
 import { gql } from '../helpers/service.js';
-import { insertEntity, insertTenant } from './fixtures.js';
 
 const LOGIN = `mutation ($input: LoginInput!) { login(input: $input) { token entityId sessionId tenantId expiresAt emailVerified verificationRequired } }`;
 const SESSION = `query ($id: ID!) { session(id: $id) { id entityId tenantId expiresAt revokedAt } }`;
