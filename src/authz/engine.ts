@@ -262,7 +262,7 @@ export function createEngine(deps: { sql: Queryable; cache: AuthzCache; now?: ()
   return {
     authorize(r) {
       let key: string | null = null;
-      if (catalog && usable() && typeof r.subjectId === 'string' && typeof r.action === 'string' && r.object) {
+      if (usable() && typeof r.subjectId === 'string' && typeof r.action === 'string' && r.object) {
         key = decisionKey(r);
         const hit = cache.decisions.get(key);
         if (hit && valid(hit)) return Promise.resolve(hit.decision);

@@ -1,0 +1,129 @@
+// The decision cache: it serves repeated decisions without SQL, invalidation drops exactly what changed,
+// a load that raced an invalidation is not kept, another instance follows through NOTIFY, and a lost
+// LISTEN connection clears everything.
+import postgres from 'postgres';
+import t from 'tap';
+import { createAuditWriter } from '../../src/audit/writer.js';
+import { createAuthz } from '../../src/authz/index.js';
+import { createAuthzCache } from '../../src/authz/cache.js';
+import { createEngine } from '../../src/authz/engine.js';
+import type { AuthorizeRequest } from '../../src/authz/types.js';
+import type { Sql } from '../../src/db/client.js';
+import { createNotifyHub } from '../../src/db/notify-hub.js';
+import { testLogger } from '../helpers/service.js';
+import { SETTINGS, startEngine } from './helpers/engine.js';
+import type { World } from './helpers/world.js';
+
+const world: World = {
+  tenants: { acme: {} },
+  entities: { ann: { kind: 'human' }, bo: { kind: 'human' }, dev: { kind: 'device', tenant: 'acme' } },
+  resources: { ch: { kind: 'channel', tenant: 'acme' }, ch2: { kind: 'channel', tenant: 'acme' } },
+  groups: { og: { type: 'object', tenant: 'acme' }, og2: { type: 'object', tenant: 'acme' } },
+  objectMembers: [['og2', 'ch2']],
+  principalMembers: [],
+  blocks: {
+    read: { scope: 'tenant', tenant: 'acme', actions: ['read'] },
+    pub: { scope: 'object', tenant: 'acme', object: 'ch', actions: ['publish'] },
+    ogRead: { scope: 'group_descendant_objects', tenant: 'acme', group: 'og', objectKind: 'resource', actions: ['read'] },
+  },
+  roles: { reader: { tenant: 'acme', blocks: ['read'] }, 'og-reader': { tenant: 'acme', blocks: ['ogRead'] } },
+  assignments: [{ entity: 'ann', role: 'reader', tenant: 'acme' }, { entity: 'bo', role: 'og-reader', tenant: 'acme' }],
+  policies: [{ entity: 'dev', block: 'pub', tenant: 'acme' }],
+  credentials: {},
+};
+
+t.test('memoised decisions, invalidation by id, races and reconnects', async (t) => {
+  const { authz, ids, sql, hub } = await startEngine(t, world);
+  const ask = (subject: string, action: string, object: string): AuthorizeRequest => ({ subjectId: ids[subject] as string, action, object: { kind: 'resource', id: ids[object] as string } });
+  const annRead = ask('ann', 'read', 'ch');
+
+  t.ok((await authz.authorize(annRead)).allowed);
+  const before = authz.stats();
+  t.equal(before.decisions, 1);
+  await sql`delete from role_assignments where entity_id = ${ids.ann as string}`;
+  t.ok((await authz.authorize(annRead)).allowed, 'the memo answers without reading the database');
+  await authz.invalidate({ kind: 'subjects', entityIds: [ids.ann as string] });
+  t.match(await authz.authorize(annRead), { allowed: false, reason: 'no matching allow policy' }, 'invalidate drops it before returning');
+
+  // Dropping one subject leaves the others cached.
+  t.ok((await authz.authorize(ask('dev', 'publish', 'ch'))).allowed);
+  const subjects = authz.stats().subjects;
+  await authz.invalidate({ kind: 'subjects', entityIds: [ids.ann as string] });
+  t.equal(authz.stats().subjects, subjects - 1);
+
+  // Tenant state: invalidate the tenant and the frozen state shows at once.
+  await sql`update tenants set status = 'frozen' where id = ${ids.acme as string}`;
+  t.ok((await authz.authorize(ask('dev', 'publish', 'ch'))).allowed, 'still memoised');
+  await authz.invalidate({ kind: 'tenants', tenantIds: [ids.acme as string] });
+  t.match(await authz.authorize(ask('dev', 'publish', 'ch')), { allowed: false, reason: 'tenant is frozen' });
+  await sql`update tenants set status = 'active' where id = ${ids.acme as string}`;
+  await authz.invalidate({ kind: 'tenants', tenantIds: [ids.acme as string] });
+
+  // Containment: moving og2 under og changes what bo may read; invalidating og2 reaches ch2's facts.
+  t.notOk((await authz.authorize(ask('bo', 'read', 'ch2'))).allowed);
+  await sql`update groups set parent_id = ${ids.og as string} where id = ${ids.og2 as string}`;
+  await authz.invalidate({ kind: 'groups', groupIds: [ids.og2 as string] });
+  t.ok((await authz.authorize(ask('bo', 'read', 'ch2'))).allowed, 'nested containment follows the new parent');
+
+  // A load that raced an invalidation is used once but never cached: replies are held back 50 ms so the
+  // invalidation lands while the subject's rows are in flight.
+  const cache = createAuthzCache({ subjects: 100, objects: 100, decisions: 100, maxBytes: 1 << 24, ttlMs: 60_000 });
+  let delayMs = 0;
+  const slowSql = ((strings: TemplateStringsArray, ...values: unknown[]) => {
+    const query = (sql as unknown as (s: TemplateStringsArray, ...v: unknown[]) => Promise<unknown>)(strings, ...values);
+    return new Promise((r) => setTimeout(r, delayMs)).then(() => query);
+  }) as unknown as Sql;
+  const engine = createEngine({ sql: slowSql, cache });
+  t.ok((await engine.authorize(ask('ann', 'read', 'ch2'))).allowed === false, 'catalog warm');
+  delayMs = 50;
+  const racing = engine.authorize(ask('dev', 'publish', 'ch'));
+  await new Promise((r) => setTimeout(r, 10));
+  cache.dropIds([ids.dev as string]);
+  t.ok((await racing).allowed, 'the raced load still answers its own request');
+  t.equal(cache.grants.has(ids.dev as string), false, 'the raced load was not stored');
+  t.equal(cache.decisions.size, 1, 'only the decision computed before the race is memoised');
+
+  // A lost LISTEN connection clears everything on reconnect.
+  await authz.authorize(ask('dev', 'publish', 'ch'));
+  t.ok(authz.stats().subjects > 0);
+  const reconnected = new Promise<void>((resolve) => hub.onReconnect(() => resolve()));
+  await sql`select pg_terminate_backend(${hub.backendPid as number})`;
+  await reconnected;
+  t.equal(authz.stats().subjects, 0, 'cleared after reconnect');
+  t.equal(authz.stats().objects, 0);
+});
+
+t.test('another instance drops the same entries through NOTIFY within 100 ms', async (t) => {
+  const { authz: a, ids, sql, url } = await startEngine(t, world);
+  // Instance B: its own pool, LISTEN connection, audit writer and caches on the same database.
+  const log = testLogger();
+  const sqlB = postgres(url, { max: 2, onnotice: () => undefined }) as unknown as Sql;
+  const hubB = createNotifyHub(url, sqlB, log);
+  await hubB.start();
+  const auditB = createAuditWriter(sqlB, { batchSize: 100, flushIntervalMs: 20, maxQueue: 1000 }, log);
+  const b = createAuthz({ sql: sqlB, hub: hubB, audit: auditB, log, config: SETTINGS });
+  t.teardown(async () => {
+    await b.close();
+    await auditB.close();
+    await hubB.close();
+    await sqlB.end();
+  });
+  const request: AuthorizeRequest = { subjectId: ids.ann as string, action: 'read', object: { kind: 'resource', id: ids.ch as string } };
+  t.ok((await a.authorize(request)).allowed);
+  t.ok((await b.authorize(request)).allowed, 'B has it cached');
+
+  await sql`delete from role_assignments where entity_id = ${ids.ann as string}`;
+  await a.invalidate({ kind: 'subjects', entityIds: [ids.ann as string] });
+  const started = performance.now();
+  let denied = false;
+  while (performance.now() - started < 1000) {
+    if (!(await b.authorize(request)).allowed) {
+      denied = true;
+      break;
+    }
+    await new Promise((r) => setTimeout(r, 2));
+  }
+  const elapsed = performance.now() - started;
+  t.ok(denied, 'B denies');
+  t.ok(elapsed < 100, `B denied ${elapsed.toFixed(1)} ms after A's invalidate returned`);
+});
