@@ -127,6 +127,18 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
     timeoutMs: r.int('SVC_CUSTOM_ENDPOINT_TIMEOUT_MS', 5000, 1, 600_000),
   };
 
+  // Authorization engine (issue 3): decision cache bounds, cross-instance staleness cap, check audit.
+  const authz = {
+    cacheSubjects: r.int('SVC_AUTHZ_CACHE_SUBJECTS', 50_000, 1, 10_000_000),
+    cacheObjects: r.int('SVC_AUTHZ_CACHE_OBJECTS', 200_000, 1, 10_000_000),
+    cacheDecisions: r.int('SVC_AUTHZ_CACHE_DECISIONS', 500_000, 1, 100_000_000),
+    cacheMaxBytes: r.int('SVC_AUTHZ_CACHE_MAX_BYTES', 256 * 1024 * 1024, 1024 * 1024),
+    cacheTtlSecs: r.int('SVC_AUTHZ_CACHE_TTL_SECS', 60, 1, 86_400),
+    auditAllowed: r.oneOf('SVC_AUTHZ_AUDIT_ALLOWED', ['summary', 'all'] as const, 'summary'),
+    auditSummarySecs: r.int('SVC_AUTHZ_AUDIT_SUMMARY_SECS', 60, 1, 86_400),
+    bodyLimitBytes: r.int('SVC_AUTHZ_BODY_LIMIT_BYTES', 65_536, 1024, 16_777_216),
+  };
+
   const config = {
     env: r.oneOf('NODE_ENV', ['development', 'production', 'test'] as const, 'development'),
     logLevel: r.oneOf('SVC_LOG_LEVEL', LOG_LEVELS, 'info'),
@@ -142,8 +154,11 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
     workers,
     audit,
     customEndpoints,
+    authz,
     metricsEnabled: r.bool('SVC_METRICS_ENABLED', true),
     shutdownTimeoutSecs: r.int('SVC_SHUTDOWN_TIMEOUT_SECS', 15, 1, 3600),
+    // How long a deleted tenant can still be restored (purge is allowed at any time).
+    tenantRetentionSecs: r.int('SVC_TENANT_RETENTION_DAYS', 30, 0, 3650) * 86_400,
     secretNames: r.secrets,
   };
 

@@ -77,6 +77,8 @@ export const internal = (cause?: unknown) => new AppError('INTERNAL', 'internal 
 const CONSTRAINT_MESSAGES: Record<string, string> = {
   tenants__name_live: 'a tenant with this name already exists',
   tenants__alias_live: 'a tenant with this alias already exists',
+  tenant_invitations__tenant_user_pending: 'this user already has a pending invitation to this tenant',
+  tenant_invitations__tenant_email_pending: 'this email already has a pending invitation to this tenant',
   entities__tenant_name_live: 'an entity with this name already exists in this tenant',
   entities__tenant_external_id_live: 'an entity with this externalId already exists in this workspace',
   entities__tenant_alias_live: 'an entity with this alias already exists in this tenant',

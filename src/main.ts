@@ -4,8 +4,8 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { createAuditWriter, type AuditWriter } from './audit/writer.js';
-import { createAuth, type Auth, type Mailer } from './auth/index.js';
-import { createInterimAuthz } from './auth/interim-authz.js';
+import { authzGraphqlModule, authzGrpcService, createAuthz, createCheckRuntime, registerAuthzRoutes, type AuthzService } from './authz/index.js';
+import { createAuth, createLogMailer, type Auth, type Mailer } from './auth/index.js';
 import { ConfigError, describeConfig, loadConfig, type Addr, type Config } from './config.js';
 import { createPool, type Sql } from './db/client.js';
 import { startEmbeddedPostgres } from './db/embedded.js';
@@ -16,6 +16,7 @@ import type { Authenticate } from './graphql/context.js';
 import { createGraphqlExecutor, type GraphqlExecutor } from './graphql/executor.js';
 import { registerGraphqlRoute } from './graphql/http.js';
 import { buildSchema } from './graphql/schema.js';
+import { createGrpcServer } from './grpc/server.js';
 import { registerHealthRoutes } from './health/routes.js';
 import { createHealth } from './health/service.js';
 import { createRateLimiter, type RateLimiter } from './http/rate-limit.js';
@@ -23,6 +24,9 @@ import { createHttpServer, type HttpServer } from './http/server.js';
 import { createLogger, type Logger } from './log.js';
 import { migrationsDir, projectRoot } from './paths.js';
 import { createWorkerPool, type WorkerPool } from './worker-pool.js';
+import { createIdentityService, identityGraphqlModule } from './identity/index.js';
+import { createMembersService, createTenantsService, tenantsGraphqlModule } from './tenants/index.js';
+import type { Invalidation } from './authz/types.js';
 
 export type ListenerName = 'http' | 'messaging' | 'reader' | 'broker_admin' | 'mqtt' | 'coap' | 'grpc';
 
@@ -34,6 +38,7 @@ export interface Service {
   audit: AuditWriter;
   workers: WorkerPool;
   graphql: GraphqlExecutor;
+  authz: AuthzService;
   auth: Auth;
   limiter: RateLimiter;
   /** Bound ports by listener (port 0 in config resolves to the real one here). */
@@ -103,15 +108,32 @@ export async function startService(env: Record<string, string | undefined>, opti
     }));
 
     const limiter = createRateLimiter(config.rateLimits);
-    // Interim until the authorization engine's createAuthz (src/authz/index.ts) is composed here.
-    const authz = createInterimAuthz(sql);
-    const auth = createAuth({ sql, hub, audit, authz, config, log, limiter, mailer: options.mailer });
+    const authz = createAuthz({ sql, hub, audit, log, config: config.authz });
+    closers.push({ name: 'authz', close: () => authz.close() });
+    // Development default: messages are logged; tests pass a capturing mailer, deployments a real one.
+    const mailer = options.mailer ?? createLogMailer(log);
+    const auth = createAuth({ sql, hub, audit, authz, config, log, limiter, mailer });
     await auth.init();
     closers.push({ name: 'auth', close: () => auth.close() });
     auth.registerHealth(health);
     const authenticate: Authenticate = auth.authenticate;
+    const authzRuntime = createCheckRuntime(authz);
 
-    const schema = buildSchema([baseGraphqlModule(), auth.graphqlModule()]);
+    // One fan-out for every cache that may hold changed facts: decisions (authz) and verified tokens (auth).
+    const invalidate = async (change: Invalidation) => {
+      await authz.invalidate(change);
+      await auth.invalidate(toAuthInvalidation(change));
+    };
+    const lists = config.lists;
+    const identity = createIdentityService({ sql, authz, audit, invalidate, lists });
+    const tenants = createTenantsService({ sql, authz, audit, invalidate, lists, retentionSecs: config.tenantRetentionSecs });
+    const members = createMembersService({
+      sql, authz, audit, tenants, invalidate, lists, mailer,
+      invitationExpirySecs: config.auth.invitationExpirySecs, publicBaseUrl: config.publicBaseUrl,
+    });
+
+    const schema = buildSchema([baseGraphqlModule(), auth.graphqlModule(), authzGraphqlModule(authzRuntime),
+      identityGraphqlModule(identity), tenantsGraphqlModule(tenants, members)]);
     const graphql = createGraphqlExecutor(schema, {
       introspection: config.graphql.introspection,
       maxDepth: config.graphql.maxDepth,
@@ -125,6 +147,7 @@ export async function startService(env: Record<string, string | undefined>, opti
     registerHealthRoutes(http, health);
     auth.registerRoutes(http);
     registerGraphqlRoute(http, { executor: graphql, authenticate, bodyLimit: config.graphql.bodyLimitBytes });
+    registerAuthzRoutes(http, { runtime: authzRuntime, authenticate, bodyLimit: config.authz.bodyLimitBytes });
     if (config.listeners.http) servers.set('http', { server: http, addr: config.listeners.http });
 
     const ports: Service['ports'] = {};
@@ -133,12 +156,19 @@ export async function startService(env: Record<string, string | undefined>, opti
       closers.push({ name: `${name} listener`, close: () => server.close() });
       log.info('listening', { listener: name, host: addr.host, port: ports[name] });
     }
+    if (config.listeners.grpc) {
+      const grpc = createGrpcServer(log);
+      grpc.addService('AuthzService', authzGrpcService({ runtime: authzRuntime, authenticate, log }));
+      ports.grpc = await grpc.listen(config.listeners.grpc.host, config.listeners.grpc.port);
+      closers.push({ name: 'grpc listener', close: () => grpc.close(config.shutdownTimeoutSecs * 1000) });
+      log.info('listening', { listener: 'grpc', host: config.listeners.grpc.host, port: ports.grpc });
+    }
     health.describe('http_ready', () => ports.http !== undefined);
     health.describe('grpc_ready', () => ports.grpc !== undefined);
 
     let stopping: Promise<void> | undefined;
     const service: Service = {
-      config, log, sql, hub, audit, workers, graphql, auth, limiter, ports,
+      config, log, sql, hub, audit, workers, graphql, authz, auth, limiter, ports,
       stop() {
         return (stopping ??= (async () => {
           log.info('stopping: no new connections; finishing requests in flight');
@@ -156,6 +186,17 @@ export async function startService(env: Record<string, string | undefined>, opti
   } catch (err) {
     await stopAll();
     throw err;
+  }
+}
+
+function toAuthInvalidation(change: Invalidation) {
+  switch (change.kind) {
+    case 'subjects': return { entities: change.entityIds };
+    case 'objects': return { entities: change.objectIds };
+    case 'tenants': return { tenants: change.tenantIds };
+    case 'credentials': return { credentials: change.credentialIds };
+    case 'all': return { all: true };
+    default: return {};
   }
 }
 

@@ -37,7 +37,7 @@ import { createVerifier, INVALIDATE_TOPIC, invalidToken, type AuthInvalidation }
 export type { AuthInvalidation } from './verifier.js';
 export type { DeviceIdentity } from './device-keys.js';
 export { principalOfDevice } from './device-keys.js';
-export type { Mailer, MailMessage } from './mailer.js';
+export { createLogMailer, type Mailer, type MailMessage } from './mailer.js';
 export type { Principal } from './principal.js';
 
 export interface Auth {

@@ -1,0 +1,234 @@
+// Entities (users, devices, services...) and ownerships: the rules of SPEC.md "Entity" and its operations.
+import type { AuditWriter } from '../audit/writer.js';
+import type { Principal } from '../auth/principal.js';
+import type { Authz, Invalidation } from '../authz/types.js';
+import type { Sql } from '../db/client.js';
+import { pageOf, type ListResult } from '../db/paging.js';
+import { forbidden, invalidInput, notFound } from '../errors.js';
+import { readableTenants } from '../listing/readable-scope.js';
+import * as v from '../validate.js';
+import * as q from './queries.js';
+
+export const ENTITY_KINDS = ['human', 'device', 'service', 'workload', 'application'] as const;
+export const ENTITY_STATUSES = ['active', 'inactive', 'suspended'] as const;
+/** Every human joins this platform principal group (it lets humans create tenants). */
+export const AUTHENTICATED_USERS_GROUP = '00000000-0000-0000-0000-000000000005';
+
+export interface IdentityDeps {
+  sql: Sql;
+  authz: Authz;
+  audit: AuditWriter;
+  /** Drops every cache that may hold the changed facts (decisions, verified tokens, device keys). */
+  invalidate: (change: Invalidation) => Promise<void>;
+  lists: { defaultLimit: number; maxLimit: number };
+}
+
+export type EntityListArgs = Record<string, unknown> & { limit?: number | null; offset?: number | null };
+
+export function createIdentityService(deps: IdentityDeps) {
+  const { sql, authz, audit } = deps;
+
+  async function load(id: unknown, includeDeleted = false): Promise<q.EntityRow> {
+    const row = await q.findEntity(sql, v.uuid('id', id));
+    if (!row || (row.deleted_at && !includeDeleted)) throw notFound('entity');
+    return row;
+  }
+
+  /** Frozen tenants keep their data readable but refuse every entity operation inside them. */
+  async function assertWritable(tenantId: string | null): Promise<void> {
+    if (!tenantId) return;
+    const status = await q.tenantStatus(sql, tenantId);
+    if (status === undefined) throw notFound('tenant');
+    if (status === 'frozen') throw forbidden('tenant is frozen');
+  }
+
+  async function requireOn(p: Principal, action: string, row: q.EntityRow): Promise<void> {
+    await authz.require(p, action, { kind: 'entity', id: row.id });
+  }
+
+  /** Allowed when any of the actions is: e.g. write or manage for ordinary edits. */
+  async function requireAnyOn(p: Principal, actions: string[], row: q.EntityRow): Promise<void> {
+    for (const action of actions) {
+      if ((await authz.decide(p, action, { kind: 'entity', id: row.id })).allowed) return;
+    }
+    throw forbidden();
+  }
+
+  async function requirePlatformAdmin(p: Principal): Promise<void> {
+    if (!(await authz.isPlatformAdmin(p))) throw forbidden();
+  }
+
+  function record(p: Principal, event: string, row: { id: string; tenant_id: string | null }, details: Record<string, unknown> = {}) {
+    audit.record({ event, outcome: 'allow', actorEntityId: p.entityId, tenantId: row.tenant_id, targetKind: 'entity', targetId: row.id, details });
+  }
+
+  async function changed(id: string): Promise<q.EntityRow> {
+    // Status, attributes and containment feed decisions and token checks: every cache drops them.
+    await deps.invalidate({ kind: 'subjects', entityIds: [id] });
+    await deps.invalidate({ kind: 'objects', objectIds: [id] });
+    return load(id, true);
+  }
+
+  return {
+    async create(p: Principal, input: Record<string, unknown>): Promise<q.EntityRow> {
+      const kind = v.oneOf('kind', input.kind, ENTITY_KINDS);
+      const tenantId = v.optionalUuid('tenantId', input.tenantId);
+      if (kind === 'human' && tenantId) {
+        throw invalidInput('humans are global entities: omit tenantId and grant tenant access through roles or invitations');
+      }
+      const entity: q.NewEntity = {
+        kind,
+        name: v.name('name', input.name),
+        externalId: externalIdOf(input.externalId),
+        alias: v.alias('alias', input.alias),
+        tenantId,
+        profileId: v.optionalUuid('profileId', input.profileId),
+        profileVersionId: v.optionalUuid('profileVersionId', input.profileVersionId),
+        attributes: v.jsonObject('attributes', input.attributes),
+      };
+      await authz.require(p, 'manage', { kind: 'entity', id: null, tenantId });
+      await assertWritable(tenantId);
+      const id = await sql.begin(async (tx) => {
+        const newId = await q.insertEntity(tx, entity);
+        if (kind === 'human') await q.joinPrincipalGroup(tx, AUTHENTICATED_USERS_GROUP, newId);
+        return newId;
+      });
+      record(p, 'entity.create', { id, tenant_id: tenantId }, { kind, name: entity.name });
+      return load(id);
+    },
+
+    async get(p: Principal, id: unknown): Promise<q.EntityRow> {
+      const row = await load(id, true);
+      if (row.deleted_at) await requirePlatformAdmin(p);
+      else await authz.require(p, 'read', { kind: 'entity', id: row.id }, { readingFrozenTenant: true });
+      return row;
+    },
+
+    async list(p: Principal, args: EntityListArgs): Promise<ListResult<q.EntityRow>> {
+      const tenantId = args.tenantId === undefined || args.tenantId === null ? undefined : v.uuid('tenantId', args.tenantId);
+      const deleted = args.deleted === undefined || args.deleted === null ? 'live' : v.oneOf('deleted', args.deleted, v.DELETED_FILTERS);
+      if (deleted !== 'live') await requirePlatformAdmin(p);
+      const readable = await readableTenants({ sql, authz }, p, 'read', 'entity', tenantId);
+      const filter: q.EntityFilter = {
+        tenantId,
+        readableTenantIds: readable,
+        deleted,
+        order: args.order === undefined || args.order === null ? 'created_at' : v.oneOf('order', args.order, Object.keys(q.ENTITY_ORDER) as (keyof typeof q.ENTITY_ORDER)[]),
+        dir: args.dir === undefined || args.dir === null ? 'asc' : v.oneOf('dir', args.dir, v.SORT_DIRS),
+      };
+      if (args.kind) filter.kind = v.oneOf('kind', args.kind, ENTITY_KINDS);
+      if (args.status) filter.status = v.oneOf('status', args.status, ENTITY_STATUSES);
+      if (typeof args.q === 'string' && args.q.trim()) filter.q = args.q.trim();
+      if (args.externalId !== undefined && args.externalId !== null) filter.externalId = externalIdOf(args.externalId) ?? '';
+      if (args.profileId) filter.profileId = v.uuid('profileId', args.profileId);
+      if (args.attributesContains !== undefined && args.attributesContains !== null) {
+        filter.attributesContains = v.jsonObject('attributesContains', args.attributesContains);
+      }
+      if (args.parentGroupId) {
+        filter.parentGroupId = v.uuid('parentGroupId', args.parentGroupId);
+        filter.includeDescendants = args.includeDescendants === true;
+      }
+      return q.listEntities(sql, filter, pageOf(args, deps.lists));
+    },
+
+    async update(p: Principal, id: unknown, input: Record<string, unknown>): Promise<q.EntityRow> {
+      const row = await load(id);
+      if ('email' in input || 'password' in input) throw invalidInput('updateEntity never changes email or password');
+      const changes: q.EntityChanges = {};
+      if (v.given(input, 'name')) changes.name = v.name('name', input.name);
+      if (v.given(input, 'attributes')) changes.attributes = v.jsonObject('attributes', input.attributes);
+      if (v.given(input, 'status')) changes.status = v.oneOf('status', input.status, ENTITY_STATUSES);
+      // alias and externalId: omitted keeps the value, an explicit null clears it.
+      if ('alias' in input) changes.alias = v.alias('alias', input.alias);
+      if ('externalId' in input) changes.externalId = externalIdOf(input.externalId);
+      // Changing status (the only way to suspend) is administration; other edits accept write too.
+      await requireAnyOn(p, changes.status ? ['manage'] : ['write', 'manage'], row);
+      await assertWritable(row.tenant_id);
+      if (!(await q.updateEntity(sql, row.id, changes))) throw notFound('entity');
+      record(p, 'entity.update', row, { fields: Object.keys(changes) });
+      return changed(row.id);
+    },
+
+    async setStatus(p: Principal, id: unknown, status: 'active' | 'inactive'): Promise<q.EntityRow> {
+      const row = await load(id);
+      await requireOn(p, 'manage', row);
+      await assertWritable(row.tenant_id);
+      await q.updateEntity(sql, row.id, { status });
+      record(p, status === 'active' ? 'entity.enable' : 'entity.disable', row);
+      return changed(row.id);
+    },
+
+    async remove(p: Principal, id: unknown): Promise<boolean> {
+      const row = await load(id);
+      await requireOn(p, 'manage', row);
+      await assertWritable(row.tenant_id);
+      const done = await sql.begin((tx) => q.softDeleteEntity(tx, row.id, p.entityId));
+      if (!done) throw notFound('entity');
+      record(p, 'entity.delete', row);
+      await changed(row.id);
+      return true;
+    },
+
+    async restore(p: Principal, id: unknown): Promise<boolean> {
+      await requirePlatformAdmin(p);
+      const row = await load(id, true);
+      if (!row.deleted_at) throw invalidInput('entity is not deleted');
+      await q.restoreEntity(sql, row.id);
+      record(p, 'entity.restore', row);
+      await changed(row.id);
+      return true;
+    },
+
+    async purge(p: Principal, id: unknown): Promise<boolean> {
+      await requirePlatformAdmin(p);
+      const row = await load(id, true);
+      if (!row.deleted_at) throw invalidInput('only a deleted entity can be purged; delete it first');
+      await q.purgeEntity(sql, row.id);
+      record(p, 'entity.purge', row);
+      await deps.invalidate({ kind: 'subjects', entityIds: [row.id] });
+      return true;
+    },
+
+    async addOwnership(p: Principal, ownerId: unknown, ownedId: unknown, relation: unknown) {
+      const owner = await load(ownerId);
+      const owned = await load(ownedId);
+      if (owner.id === owned.id) throw invalidInput('an entity cannot own itself');
+      const rel = relation === undefined || relation === null ? 'owner' : v.name('relation', relation, 64);
+      await requireOn(p, 'manage', owned);
+      await assertWritable(owned.tenant_id);
+      const row = await q.insertOwnership(sql, owner.id, owned.id, rel);
+      record(p, 'ownership.add', owned, { ownerId: owner.id, relation: rel });
+      return row;
+    },
+
+    async removeOwnership(p: Principal, ownerId: unknown, ownedId: unknown): Promise<boolean> {
+      const owned = await load(ownedId);
+      const owner = v.uuid('ownerId', ownerId);
+      await requireOn(p, 'manage', owned);
+      await assertWritable(owned.tenant_id);
+      const removed = await q.deleteOwnership(sql, owner, owned.id);
+      if (removed) record(p, 'ownership.remove', owned, { ownerId: owner });
+      return removed;
+    },
+
+    async ownedEntities(p: Principal, ownerId: unknown): Promise<q.EntityRow[]> {
+      const owner = await load(ownerId);
+      await requireOn(p, 'read', owner);
+      const rows = await q.listOwnedEntities(sql, owner.id);
+      const allowed = await Promise.all(rows.map((r) => authz.decide(p, 'read', { kind: 'entity', id: r.id }, { readingFrozenTenant: true })));
+      return rows.filter((_, i) => allowed[i]?.allowed);
+    },
+  };
+}
+
+export type IdentityService = ReturnType<typeof createIdentityService>;
+
+/** externalId is opaque and case-sensitive, but surrounding whitespace is never part of it. */
+function externalIdOf(value: unknown): string | null {
+  if (value === undefined || value === null) return null;
+  if (typeof value !== 'string') throw invalidInput('externalId must be a string');
+  const trimmed = value.trim();
+  if (trimmed === '') return null;
+  if (trimmed.length > 255) throw invalidInput('externalId must be at most 255 characters');
+  return trimmed;
+}

@@ -1,0 +1,73 @@
+// Input checks shared by every domain: each failure names the field and what was wrong.
+import { invalidInput } from './errors.js';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const ALIAS = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+
+export function isUuid(value: unknown): value is string {
+  return typeof value === 'string' && UUID.test(value);
+}
+
+/** A GraphQL ID argument that must be a UUID; anything else is a client error, not a database error. */
+export function uuid(field: string, value: unknown): string {
+  if (!isUuid(value)) throw invalidInput(`${field} must be a UUID`);
+  return value.toLowerCase();
+}
+
+export function optionalUuid(field: string, value: unknown): string | null {
+  return value === undefined || value === null ? null : uuid(field, value);
+}
+
+export function name(field: string, value: unknown, max = 255): string {
+  if (typeof value !== 'string' || value.trim() === '') throw invalidInput(`${field} must be a non-empty string`);
+  if (value.length > max) throw invalidInput(`${field} must be at most ${max} characters`);
+  return value;
+}
+
+export function optionalText(field: string, value: unknown, max = 4096): string | null {
+  if (value === undefined || value === null) return null;
+  if (typeof value !== 'string') throw invalidInput(`${field} must be a string`);
+  if (value.length > max) throw invalidInput(`${field} must be at most ${max} characters`);
+  return value;
+}
+
+/** Route/slug aliases: lowercase letters, digits and inner hyphens, 1-63 characters, not UUID-shaped. */
+export function alias(field: string, value: unknown): string | null {
+  if (value === undefined || value === null) return null;
+  if (typeof value !== 'string' || !ALIAS.test(value)) {
+    throw invalidInput(`${field} must be 1-63 lowercase letters, digits or inner hyphens`);
+  }
+  if (UUID.test(value)) throw invalidInput(`${field} must not look like a UUID`);
+  return value;
+}
+
+export function jsonObject(field: string, value: unknown): Record<string, unknown> {
+  if (value === undefined || value === null) return {};
+  if (typeof value !== 'object' || Array.isArray(value)) throw invalidInput(`${field} must be a JSON object`);
+  return value as Record<string, unknown>;
+}
+
+export function oneOf<T extends string>(field: string, value: unknown, allowed: readonly T[]): T {
+  if (typeof value !== 'string' || !(allowed as readonly string[]).includes(value)) {
+    throw invalidInput(`${field} must be one of ${allowed.join(', ')}`);
+  }
+  return value as T;
+}
+
+export function stringList(field: string, value: unknown, maxItems = 100, maxLength = 255): string[] {
+  if (value === undefined || value === null) return [];
+  if (!Array.isArray(value) || value.some((v) => typeof v !== 'string' || v.length > maxLength)) {
+    throw invalidInput(`${field} must be a list of strings of at most ${maxLength} characters`);
+  }
+  if (value.length > maxItems) throw invalidInput(`${field} must have at most ${maxItems} items`);
+  return value as string[];
+}
+
+/** `omit to keep, null to clear` update semantics: undefined means "not given". */
+export function given(input: Record<string, unknown>, key: string): boolean {
+  return Object.prototype.hasOwnProperty.call(input, key) && input[key] !== undefined;
+}
+
+export type DeletedFilter = 'live' | 'deleted' | 'all';
+export const DELETED_FILTERS = ['live', 'deleted', 'all'] as const;
+export const SORT_DIRS = ['asc', 'desc'] as const;
