@@ -36,7 +36,18 @@ export interface AuthzCache {
   /** Drops everything built from any of these ids (entities, groups, roles, blocks, grants, tenants, credentials). */
   dropIds(ids: Iterable<string>): number;
   clear(): void;
-  stats(): Record<string, number>;
+  stats(): CacheStats;
+}
+
+export interface CacheStats {
+  subjects: number;
+  objects: number;
+  tenants: number;
+  ceilings: number;
+  decisions: number;
+  bytes: number;
+  generation: number;
+  invalidations: number;
 }
 
 // Rough per-entry byte costs: enough to bound memory, not an exact accounting.

@@ -7,7 +7,7 @@ import type { Queryable, Sql } from '../db/client.js';
 import type { NotifyHub } from '../db/notify-hub.js';
 import { forbidden } from '../errors.js';
 import type { Logger } from '../log.js';
-import { createAuthzCache, type AuthzCache } from './cache.js';
+import { createAuthzCache, type AuthzCache, type CacheStats } from './cache.js';
 import { createCheckAudit, type CheckAudit } from './check-audit.js';
 import { compileCatalog, type ActionCatalog } from './compile.js';
 import { validateConditions } from './conditions.js';
@@ -45,7 +45,7 @@ export interface AuthzService extends Authz {
   catalog(): Promise<ActionCatalog>;
   readonly checkAudit: CheckAudit;
   readonly engine: Engine;
-  stats(): Record<string, number>;
+  stats(): CacheStats;
   close(): Promise<void>;
 }
 
