@@ -48,7 +48,7 @@ function deny(reason: string, details?: Record<string, unknown>): Decision {
 /** The memo key: context is not part of it, because context-dependent decisions are never memoised. */
 function decisionKey(r: AuthorizeRequest): string {
   const o = r.object;
-  const objectKey = o.id === null ? `${o.kind}@${o.tenantId ?? ''}` : o.id;
+  const objectKey = o.id === null ? `${o.kind}@${o.tenantId ?? ''}` : o.tenantId === undefined ? o.id : `${o.id}@${o.tenantId ?? ''}`;
   const key = r.ceilingCredentialId
     ? `${r.subjectId}\n${r.action}\n${o.kind}\n${objectKey}\n${r.ceilingCredentialId}`
     : `${r.subjectId}\n${r.action}\n${o.kind}\n${objectKey}`;
@@ -158,7 +158,10 @@ export function createEngine(deps: { sql: Queryable; cache: AuthzCache; now?: ()
       return { done: true, decision: deny('subject is not active', { subject_id: r.subjectId, subject_status: grants.subject.status }), cacheable: true, grants, facts: null, tenant: null };
     }
     const o = r.object;
-    const facts = o.id === null ? kindFacts(o.kind, o.tenantId ?? null) : await loadObject(o.kind, o.id);
+    let facts = o.id === null ? kindFacts(o.kind, o.tenantId ?? null) : await loadObject(o.kind, o.id);
+    // An explicit tenantId on a ref with an id re-homes the object for this question: tenant lifecycle asks
+    // about T as a platform-level object, so T's own tenant-scope blocks do not match (types.ts, ObjectRef).
+    if (facts && o.id !== null && o.tenantId !== undefined && o.tenantId !== facts.tenantId) facts = { ...facts, tenantId: o.tenantId };
     if (!facts) {
       return { done: true, decision: deny(`${o.kind} not found`, { object_kind: o.kind, object_id: o.id }), cacheable: false, grants, facts, tenant: null };
     }

@@ -87,7 +87,8 @@ export function createTenantsService(deps: TenantsDeps) {
     async get(p: Principal, id: unknown): Promise<q.TenantRow> {
       const row = await load(id);
       if (row.deleted_at) {
-        await requirePlatformAdmin(p);
+        // A deleted tenant is hidden from everyone but platform administrators.
+        if (!(await authz.isPlatformAdmin(p))) throw notFound('tenant');
         return row;
       }
       const ref = { kind: 'tenant' as const, id: row.id };

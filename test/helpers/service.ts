@@ -1,5 +1,6 @@
 // Starts the service in-process on a fresh database with every listener on port 0; stops it at teardown.
 import { createLogger, type Logger } from '../../src/log.js';
+import type { Mailer, MailMessage } from '../../src/auth/index.js';
 import { startService, type Service } from '../../src/main.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
 
@@ -27,14 +28,19 @@ export interface TestService {
   url(listener?: keyof Service['ports']): string;
 }
 
-export async function startTestService(t: Teardown, env: Record<string, string> = {}, db?: TestDatabase): Promise<TestService> {
+export async function startTestService(
+  t: Teardown,
+  env: Record<string, string> = {},
+  db?: TestDatabase,
+  options: { mailer?: Mailer } = {},
+): Promise<TestService> {
   const database = db ?? (await createTestDatabase());
   const service = await startService({
     ...QUIET_LISTENERS,
     SVC_RATE_LIMIT_ENABLED: 'false',
     ...env,
     DATABASE_URL: database.url,
-  }, { log: testLogger() });
+  }, { log: testLogger(), ...options });
   t.teardown(async () => {
     await service.stop();
     if (!db) await database.drop();
@@ -56,4 +62,10 @@ export async function gql(base: string, query: string, variables?: Record<string
   if (token) headers.authorization = `Bearer ${token}`;
   const res = await fetch(`${base}/graphql`, { method: 'POST', headers, body: JSON.stringify({ query, variables }) });
   return { status: res.status, body: (await res.json()) as { data?: Record<string, any>; errors?: any[] } };
+}
+
+/** A mailer that keeps what it was asked to send, for tests that follow emailed links. */
+export function capturingMailer(): Mailer & { sent: MailMessage[] } {
+  const sent: MailMessage[] = [];
+  return { sent, async send(message) { sent.push(message); } };
 }
