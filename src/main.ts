@@ -26,6 +26,8 @@ import { migrationsDir, projectRoot } from './paths.js';
 import { createWorkerPool, type WorkerPool } from './worker-pool.js';
 import { createIdentityService, identityGraphqlModule } from './identity/index.js';
 import { createMembersService, createTenantsService, tenantsGraphqlModule } from './tenants/index.js';
+import { createGroupService, createMembershipService, groupsGraphqlModule } from './groups/index.js';
+import { createResourceService, resourcesGraphqlModule } from './resources/index.js';
 import type { Invalidation } from './authz/types.js';
 
 export type ListenerName = 'http' | 'messaging' | 'reader' | 'broker_admin' | 'mqtt' | 'coap' | 'grpc';
@@ -132,8 +134,13 @@ export async function startService(env: Record<string, string | undefined>, opti
       invitationExpirySecs: config.auth.invitationExpirySecs, publicBaseUrl: config.publicBaseUrl,
     });
 
+    const resources = createResourceService({ sql, authz, audit, invalidate, lists });
+    const groups = createGroupService({ sql, authz, audit, invalidate, lists });
+    const groupMembership = createMembershipService({ sql, authz, audit, invalidate });
+
     const schema = buildSchema([baseGraphqlModule(), auth.graphqlModule(), authzGraphqlModule(authzRuntime),
-      identityGraphqlModule(identity), tenantsGraphqlModule(tenants, members)]);
+      identityGraphqlModule(identity), tenantsGraphqlModule(tenants, members),
+      resourcesGraphqlModule(resources), groupsGraphqlModule(groups, groupMembership)]);
     const graphql = createGraphqlExecutor(schema, {
       introspection: config.graphql.introspection,
       maxDepth: config.graphql.maxDepth,
