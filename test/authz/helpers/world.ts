@@ -50,7 +50,10 @@ export async function seedWorld(sql: postgres.Sql, w: World): Promise<Ids> {
     if (!v) throw new Error(`fixture refers to unknown name '${name}'`);
     return v;
   };
-  const name = (n: string) => (ids[n] = randomUUID());
+  const name = (n: string) => {
+    if (ids[n]) throw new Error(`fixture name '${n}' is used twice`);
+    return (ids[n] = randomUUID());
+  };
 
   for (const [n, t] of Object.entries(w.tenants)) {
     const status = t.status ?? 'active';
@@ -58,8 +61,11 @@ export async function seedWorld(sql: postgres.Sql, w: World): Promise<Ids> {
       values (${name(n)}, ${n}, ${status}, ${sql.json((t.attributes ?? {}) as never)}, ${status === 'deleted' ? new Date() : null})`;
   }
   for (const [n, e] of Object.entries(w.entities)) {
-    ids[n] = e.id ?? randomUUID();
-    if (e.id) continue; // a seeded entity (the platform administrator)
+    if (e.id) {
+      ids[n] = e.id;
+      continue; // a seeded entity (the platform administrator)
+    }
+    name(n);
     await sql`insert into entities (id, kind, name, tenant_id, status, attributes, deleted_at)
       values (${ids[n] as string}, ${e.kind}, ${n}, ${id(e.tenant)}, ${e.status ?? 'active'}, ${sql.json((e.attributes ?? {}) as never)}, ${e.deleted ? new Date() : null})`;
   }
