@@ -37,6 +37,7 @@ export function authGraphqlModule(d: AuthResolverDeps): GraphqlModule {
     sdl: readSdl('auth'),
     resolvers: {
       Query: {
+        whoami: (_: unknown, _args: Args, ctx: GraphqlContext) => ctx.principal(),
         session: withCaller(async (p, args) => {
           const s = await d.sessions.get(uuidArg(args.id, 'id'));
           if (!s || !(await d.mayViewSession(p, s.entity_id))) return null;

@@ -19,6 +19,8 @@ t.test('the bootstrap admin logs in by name, id and email; the JWT carries ident
   t.equal(claims.exp, Math.floor(Date.parse(expiresAt) / 1000));
   const s = await gql(ts.url(), SESSION, { id: sessionId }, token);
   t.match(s.body.data?.session, { id: sessionId, entityId: ADMIN_ID, revokedAt: null });
+  const who = await gql(ts.url(), `{ whoami { entityId entityKind tenantId sessionId credentialId credentialKind scoped } }`, {}, token);
+  t.same(who.body.data?.whoami, { entityId: ADMIN_ID, entityKind: 'human', tenantId: null, sessionId, credentialId: null, credentialKind: 'session', scoped: false });
 });
 
 t.test('restarting never duplicates or resets the bootstrap password', async (t) => {
@@ -108,6 +110,13 @@ t.test('logout ends the session; the revoked token is refused on the next reques
     t.equal(after.body.errors?.[0].message, 'missing authentication');
     t.equal(after.body.errors?.[0].extensions.code, 'UNAUTHENTICATED');
     t.equal(after.body.errors?.[0].extensions.details.reason, 'revoked_token');
+  }
+  const who = `{ whoami { entityId sessionId credentialKind scoped } }`;
+  t.same((await gql(ts.url(), who)).body, { data: { whoami: null } }, 'whoami without a token is null');
+  t.equal((await gql(ts.url(), who, {}, token)).body.errors?.[0].extensions.details.reason, 'revoked_token', 'but a bad token is an error');
+  for (const header of ['Basic abc', 'Bearer', 'Bearer    ', 'bearer x.y.z']) {
+    const res = await fetch(`${ts.url()}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: header }, body: JSON.stringify({ query: who }) });
+    t.equal(((await res.json()) as { errors: { extensions: { details: { reason: string } } }[] }).errors[0]!.extensions.details.reason, 'invalid_token', header);
   }
   const none = await gql(ts.url(), SESSION, { id: sessionId });
   t.equal(none.body.errors?.[0].message, 'missing authentication');
