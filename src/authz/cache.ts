@@ -2,7 +2,7 @@
 // each bounded by entries and bytes; invalidation by id, a generation counter against racing loads.
 import { LRUCache } from 'lru-cache';
 import type { Decision } from './types.js';
-import type { Cached, Ceiling, ObjectFacts, SubjectGrants, TenantFacts } from './model.js';
+import type { Cached, Ceiling, CompiledPolicy, ObjectFacts, SubjectGrants, TenantFacts } from './model.js';
 
 export interface CacheLimits {
   subjects: number;
@@ -24,6 +24,8 @@ export interface CachedDecision {
 
 export interface AuthzCache {
   readonly grants: LRUCache<string, SubjectGrants>;
+  /** Compiled policies by grant signature, shared between subjects. */
+  readonly policies: LRUCache<string, CompiledPolicy>;
   readonly objects: LRUCache<string, ObjectFacts>;
   readonly tenants: LRUCache<string, TenantFacts>;
   readonly ceilings: LRUCache<string, Ceiling>;
@@ -41,6 +43,7 @@ export interface AuthzCache {
 
 export interface CacheStats {
   subjects: number;
+  policies: number;
   objects: number;
   tenants: number;
   ceilings: number;
@@ -67,8 +70,13 @@ export function createAuthzCache(limits: CacheLimits): AuthzCache {
   };
   const grants = new LRUCache<string, SubjectGrants>({
     max: limits.subjects,
-    maxSize: share(0.5),
-    sizeCalculation: (g) => ENTRY_BYTES + g.blocks.length * BLOCK_BYTES + sizeOfJson(g.subject.view.attributes),
+    maxSize: share(0.15),
+    sizeCalculation: (g) => ENTRY_BYTES + g.refs.size * 80 + sizeOfJson(g.subject.view.attributes),
+  });
+  const policies = new LRUCache<string, CompiledPolicy>({
+    max: limits.subjects,
+    maxSize: share(0.35),
+    sizeCalculation: (p) => ENTRY_BYTES + p.blocks.length * BLOCK_BYTES,
   });
   const objects = new LRUCache<string, ObjectFacts>({
     max: limits.objects,
@@ -101,7 +109,7 @@ export function createAuthzCache(limits: CacheLimits): AuthzCache {
   }
 
   return {
-    grants, objects, tenants, ceilings, decisions,
+    grants, policies, objects, tenants, ceilings, decisions,
     get generation() {
       return generation;
     },
@@ -122,13 +130,13 @@ export function createAuthzCache(limits: CacheLimits): AuthzCache {
       pending.clear();
       if (ids.size === 0) return 0;
       // Decisions are not scanned: each one checks the stale flags of the facts it was built from.
-      return dropWhere(grants, ids) + dropWhere(objects, ids) + dropWhere(tenants, ids) + dropWhere(ceilings, ids);
+      return dropWhere(grants, ids) + dropWhere(policies, ids) + dropWhere(objects, ids) + dropWhere(tenants, ids) + dropWhere(ceilings, ids);
     },
     clear() {
       generation++;
       invalidations++;
       pending.clear();
-      for (const cache of [grants, objects, tenants, ceilings] as unknown as LRUCache<string, Cached>[]) {
+      for (const cache of [grants, policies, objects, tenants, ceilings] as unknown as LRUCache<string, Cached>[]) {
         for (const value of cache.values()) markStale(value);
         cache.clear();
       }
@@ -136,8 +144,8 @@ export function createAuthzCache(limits: CacheLimits): AuthzCache {
     },
     stats() {
       return {
-        subjects: grants.size, objects: objects.size, tenants: tenants.size, ceilings: ceilings.size,
-        decisions: decisions.size, bytes: grants.calculatedSize + objects.calculatedSize + decisions.calculatedSize,
+        subjects: grants.size, policies: policies.size, objects: objects.size, tenants: tenants.size, ceilings: ceilings.size,
+        decisions: decisions.size, bytes: grants.calculatedSize + policies.calculatedSize + objects.calculatedSize + decisions.calculatedSize,
         generation, invalidations,
       };
     },

@@ -1,7 +1,8 @@
 // Turns rows into the engine's in-memory shapes: indexed grants, object and tenant facts, ceilings, catalog.
+import { createHash } from 'node:crypto';
 import { compileConditions } from './conditions.js';
 import {
-  EMPTY_SET, type ActionIndex, type Ceiling, type CompiledBlock, type ObjectFacts, type ScopeMode, type SubjectFacts,
+  EMPTY_SET, type ActionIndex, type Ceiling, type CompiledBlock, type CompiledPolicy, type ObjectFacts, type ScopeMode, type SubjectFacts,
   type SubjectGrants, type TenantFacts,
 } from './model.js';
 import type { ActionRow, BindingRow, CeilingRow, ObjectRow, SubjectRow, TenantRow } from './queries.js';
@@ -32,16 +33,21 @@ function addToIndex(index: ActionIndex, block: CompiledBlock): void {
   }
 }
 
+/** Grants of the same shape (ignoring the assignment ids themselves) share one compiled policy. */
+export function policySignature(rows: BindingRow[]): string {
+  const parts = rows.map((r) => `${r.grant_kind}|${r.role_id ?? ''}|${r.via}|${r.block_id}`).sort();
+  return createHash('sha1').update(parts.join('\n')).digest('base64');
+}
+
 /**
  * One block per id however many grants reach it (sources keep every path for explain). Denies go first
  * in every index so the common "a deny matches" case stops early.
  */
-export function compileGrants(subject: SubjectFacts, rows: BindingRow[], expiresAt: number): SubjectGrants {
+export function compilePolicy(rows: BindingRow[], signature: string, expiresAt: number): CompiledPolicy {
   const blocks = new Map<string, CompiledBlock>();
-  const refs = new Set<string>([subject.id]);
-  if (subject.tenantId) refs.add(subject.tenantId);
+  const refs = new Set<string>();
   for (const r of rows) {
-    for (const id of [r.grant_id, r.role_id, r.via_group_id, r.grant_tenant_id, r.role_tenant_id, r.block_id, r.tenant_id, r.group_id]) {
+    for (const id of [r.role_id, r.via_group_id, r.grant_tenant_id, r.role_tenant_id, r.block_id, r.tenant_id, r.group_id]) {
       if (id) refs.add(id);
     }
     const source = { grantKind: r.grant_kind, grantId: r.grant_id, roleId: r.role_id, roleName: r.role_name, via: r.via };
@@ -82,7 +88,14 @@ export function compileGrants(subject: SubjectFacts, rows: BindingRow[], expires
     for (const b of ordered) if (b.allActions || b.actions.has(action)) addToIndex(index, b);
     byAction.set(action, index);
   }
-  return { stale: false, expiresAt, subject, blocks: ordered, byAction, allActionsIndex, refs };
+  return { stale: false, expiresAt, signature, blocks: ordered, byAction, allActionsIndex, refs };
+}
+
+export function compileGrants(subject: SubjectFacts, rows: BindingRow[], policy: CompiledPolicy, expiresAt: number): SubjectGrants {
+  const refs = new Set<string>([subject.id, ...policy.refs]);
+  if (subject.tenantId) refs.add(subject.tenantId);
+  for (const r of rows) refs.add(r.grant_id);
+  return { stale: false, expiresAt, subject, policy, refs };
 }
 
 export function compileObject(row: ObjectRow, expiresAt: number): ObjectFacts {

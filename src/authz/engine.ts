@@ -4,10 +4,11 @@ import { invalidInput } from '../errors.js';
 import type { Queryable } from '../db/client.js';
 import type { AuthzCache, CachedDecision } from './cache.js';
 import {
-  compileCatalog, compileCeiling, compileGrants, compileObject, compileSubject, compileTenant, kindFacts, type ActionCatalog,
+  compileCatalog, compileCeiling, compileGrants, compileObject, compilePolicy, compileSubject, compileTenant, kindFacts, policySignature,
+  type ActionCatalog,
 } from './compile.js';
 import { conditionsHold, type ConditionInput } from './conditions.js';
-import type { ActionIndex, Ceiling, CompiledBlock, ObjectFacts, SubjectGrants, TenantFacts } from './model.js';
+import type { ActionIndex, Ceiling, CompiledBlock, CompiledPolicy, ObjectFacts, SubjectGrants, TenantFacts } from './model.js';
 import { selectActionCatalog, selectBindings, selectCeiling, selectObject, selectSubject, selectTenant } from './queries.js';
 import { scopeContains } from './scope.js';
 import { OBJECT_KINDS, type AuthorizeRequest, type Decision } from './types.js';
@@ -35,6 +36,8 @@ export interface Engine {
   conditionInput(g: { grants: SubjectGrants; facts: ObjectFacts; tenant: TenantFacts | null }, context: Record<string, unknown> | undefined): ConditionInput;
   /** The same evaluation authorize runs, on facts already gathered (explain annotates it). */
   evaluate(request: AuthorizeRequest, gathered: Extract<Gathered, { done: false }>): Evaluation;
+  /** The subject's blocks read afresh, with the assignment ids of every path (explain). */
+  policyForExplain(subjectId: string): Promise<CompiledPolicy>;
   /** Facts of one object (cached like the decision path's), or null when it does not exist. */
   objectFacts(kind: string, id: string): Promise<ObjectFacts | null>;
   /** Clears the loaded action catalog (actions or applicability changed). */
@@ -105,10 +108,22 @@ export function createEngine(deps: { sql: Queryable; cache: AuthzCache; now?: ()
       if (!row) return null;
       const rows = await selectBindings(sql, subjectId);
       const expiresAt = now() + cache.ttlMs;
-      const grants = compileGrants(compileSubject(row, expiresAt), rows, expiresAt);
+      const signature = policySignature(rows);
+      let policy = fresh(cache.policies.get(signature));
+      if (!policy) {
+        policy = compilePolicy(rows, signature, expiresAt);
+        if (storable(gen)) cache.policies.set(signature, policy);
+      }
+      const grants = compileGrants(compileSubject(row, expiresAt), rows, policy, Math.min(expiresAt, policy.expiresAt));
       if (storable(gen)) cache.grants.set(subjectId, grants);
       return grants;
     });
+  }
+
+  /** Explain reads the bindings afresh: it reports assignment ids, which shared policies do not keep. */
+  async function loadPolicyForExplain(subjectId: string): Promise<CompiledPolicy> {
+    const rows = await selectBindings(sql, subjectId);
+    return compilePolicy(rows, '', now());
   }
 
   function loadObject(kind: string, id: string): Promise<ObjectFacts | null> {
@@ -208,7 +223,8 @@ export function createEngine(deps: { sql: Queryable; cache: AuthzCache; now?: ()
     if (g.ceiling && !ceilingAllows(g.ceiling, r, g, flags)) {
       return { decision: deny('denied by access token permission ceiling', { credential_id: g.ceiling.credentialId }), contextual: flags.contextual };
     }
-    const index: ActionIndex = g.grants.byAction.get(r.action) ?? g.grants.allActionsIndex;
+    const policy = g.grants.policy;
+    const index: ActionIndex = policy.byAction.get(r.action) ?? policy.allActionsIndex;
     let allows: string[] | null = null;
     let input: ConditionInput | undefined;
     const facts = g.facts;
@@ -279,6 +295,7 @@ export function createEngine(deps: { sql: Queryable; cache: AuthzCache; now?: ()
     gather,
     evaluate,
     objectFacts: loadObject,
+    policyForExplain: loadPolicyForExplain,
     catalog: loadCatalog,
     conditionInput,
     resetCatalog() {

@@ -49,7 +49,8 @@ export async function explainDecision(engine: Engine, r: AuthorizeRequest): Prom
   const { decision } = engine.evaluate(r, g);
   const input: ConditionInput = engine.conditionInput(g, r.context);
   const bindings: Binding[] = [];
-  for (const block of g.grants.blocks) {
+  const policy = await engine.policyForExplain(g.grants.subject.id);
+  for (const block of policy.blocks) {
     let skip: string | null = null;
     if (!block.allActions && !block.actions.has(r.action)) skip = `block does not grant '${r.action}'`;
     else if (!scopeContains(block, g.facts)) skip = `${block.mode} scope does not contain the object`;

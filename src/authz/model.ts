@@ -61,12 +61,24 @@ export interface SubjectFacts extends Cached {
   view: Record<string, unknown>;
 }
 
-export interface SubjectGrants extends Cached {
-  subject: SubjectFacts;
+/**
+ * The blocks a set of grants expands to, indexed by action. Shared by every subject whose grants have the
+ * same shape (same roles and direct policies, reached the same way): a thousand devices holding one role
+ * share one compiled policy instead of a thousand copies of its blocks.
+ */
+export interface CompiledPolicy extends Cached {
+  signature: string;
   blocks: CompiledBlock[];
   byAction: Map<string, ActionIndex>;
   /** Blocks covering every action; used for actions no specific block names. */
   allActionsIndex: ActionIndex;
+  /** Ids it was built from (roles, blocks, groups, tenants): invalidation matches on these. */
+  refs: Set<string>;
+}
+
+export interface SubjectGrants extends Cached {
+  subject: SubjectFacts;
+  policy: CompiledPolicy;
   /** Every id this entry was built from (entity, groups, roles, blocks, grants, tenants): invalidation matches on these. */
   refs: Set<string>;
 }
