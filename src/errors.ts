@@ -85,6 +85,7 @@ const CONSTRAINT_MESSAGES: Record<string, string> = {
   entity_emails__email: 'this email is already registered',
   resources__tenant_alias_live: 'a resource with this alias already exists in this tenant',
   groups__tenant_name_live: 'a group with this name already exists in this tenant',
+  groups_pkey: 'a group with this id already exists',
   roles__tenant_name_live: 'a role with this name already exists in this tenant',
   actions__name: 'an action with this name already exists',
   action_applicability__action_kind_type: 'this applicability entry already exists',

@@ -108,6 +108,12 @@ export async function nestingOf(tx: Queryable, childId: string, parentId: string
   return { cycle: row.cycle, levels: row.above + row.below };
 }
 
+/** Members of a principal group: their cached grants may predate a status change and not name the group. */
+export async function principalMemberIds(sql: Queryable, groupId: string): Promise<string[]> {
+  const rows = await sql<{ entity_id: string }[]>`select entity_id from principal_group_members where group_id = ${groupId}`;
+  return rows.map((r) => r.entity_id);
+}
+
 export async function setGroupParent(sql: Queryable, id: string, parentId: string | null): Promise<void> {
   await sql`update groups set parent_id = ${parentId}, updated_at = now() where id = ${id}`;
 }

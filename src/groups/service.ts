@@ -52,6 +52,16 @@ export function createGroupService(deps: GroupDeps) {
     return load(id, true);
   }
 
+  /**
+   * A principal group that was inactive or deleted left no trace in its members' cached grants, so turning
+   * it back on must reach the members themselves, not only entries that name the group.
+   */
+  async function membersChanged(row: q.GroupRow): Promise<void> {
+    if (row.group_type !== 'principal') return;
+    const members = await q.principalMemberIds(sql, row.id);
+    if (members.length) await deps.invalidate({ kind: 'subjects', entityIds: members });
+  }
+
   async function list(p: Principal, args: GroupListArgs, fixed: { groupType?: GroupType; parentId?: string } = {}): Promise<ListResult<q.GroupRow>> {
     const tenantId = optional(args, 'tenantId') ? v.uuid('tenantId', args.tenantId) : undefined;
     const deleted = optional(args, 'deleted') ? v.oneOf('deleted', args.deleted, v.DELETED_FILTERS) : 'live';
@@ -139,6 +149,7 @@ export function createGroupService(deps: GroupDeps) {
       await guard.requireWrite(p, ['manage'], ref(row), row.tenant_id);
       if (!(await q.updateGroup(sql, row.id, { status }))) throw notFound('group');
       record(p, STATUS_EVENTS[status], row, { previousStatus: row.status });
+      await membersChanged(row);
       return changed(row.id);
     },
 
@@ -193,7 +204,8 @@ export function createGroupService(deps: GroupDeps) {
       if (!row.deleted_at) throw invalidInput('group is not deleted');
       await q.restoreGroup(sql, row.id);
       record(p, 'group.restore', row);
-      await changed(row.id);
+      // Facts built while it was deleted name neither the group nor what hangs below it: start afresh (rare).
+      await deps.invalidate({ kind: 'all' });
       return true;
     },
 
