@@ -91,6 +91,7 @@ const CONSTRAINT_MESSAGES: Record<string, string> = {
   action_applicability__action_kind_type: 'this applicability entry already exists',
   permission_blocks__group_scope_needs_tenant: 'object-group scopes must belong to a tenant',
   credentials__shared_key_not_human: 'invalid value: shared keys are for non-human entities',
+  credentials__shared_key_hash: 'this shared key is already in use',
   profiles__tenant_kind_key_live: 'a profile with this key already exists in this tenant',
   profile_versions__profile_version: 'this profile version already exists',
   api_endpoints__method_path_active: 'an active endpoint already serves this method and path',

@@ -32,6 +32,7 @@ import { registerAuthRoutes } from './routes.js';
 import { keyedHasher, type KeyedHash } from './secrets.js';
 import { createSessions, type RequestMeta } from './sessions.js';
 import { createSignup } from './signup.js';
+import { purgeOldLoginFailures } from './queries.js';
 import { createVerifier, INVALIDATE_TOPIC, invalidToken, type AuthInvalidation } from './verifier.js';
 
 export type { AuthInvalidation } from './verifier.js';
@@ -183,8 +184,13 @@ export function createAuth(deps: AuthDeps): Auth {
         embedded: !config.database.url, scrypt: a.scrypt,
       }, log);
       await login.warmUp();
+      let ticks = 0;
       usageTimer = setInterval(() => {
         verifier.flushUsage().catch((err: unknown) => log.warn('recording credential use failed', { err: String(err) }));
+        // Closed failed-login windows are dead weight; any instance may sweep them (idempotent).
+        if (++ticks % 20 === 0) {
+          purgeOldLoginFailures(sql, a.loginFailureWindowSecs).catch((err: unknown) => log.warn('purging login failures failed', { err: String(err) }));
+        }
       }, 30_000);
       usageTimer.unref();
     },

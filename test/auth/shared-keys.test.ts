@@ -40,7 +40,7 @@ t.test('shared keys: non-human only, returned once, device authentication and sh
   const chosen = (await gql(ts.url(), CREATE_KEY, { id: device, input: { key: 'legacy-client-secret-0001' } }, admin)).body.data!.createSharedKey;
   t.equal(chosen.key, 'legacy-client-secret-0001', 'a migrated client secret can be set');
   const dup = await gql(ts.url(), CREATE_KEY, { id: device, input: { key: 'legacy-client-secret-0001' } }, admin);
-  t.equal(dup.body.errors?.[0].extensions.code, 'CONFLICT');
+  t.match(dup.body.errors?.[0], { message: 'this shared key is already in use', extensions: { code: 'CONFLICT' } });
   const short = await gql(ts.url(), CREATE_KEY, { id: device, input: { key: 'short' } }, admin);
   t.equal(short.body.errors?.[0].message, 'key must be 16 to 256 characters without whitespace');
 
