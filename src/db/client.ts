@@ -16,6 +16,6 @@ export function createPool(url: string, config: Config['database'], log: Logger)
     max_lifetime: config.maxLifetimeSecs || null,
     // Notices (e.g. "relation already exists, skipping") are noise at info level.
     onnotice: (notice) => log.debug('postgres notice', { message: notice.message }),
-    connection: { application_name: 'svc' },
+    connection: { application_name: 'svc', plan_cache_mode: 'force_custom_plan' },
   }) as unknown as Sql;
 }

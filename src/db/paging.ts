@@ -28,10 +28,14 @@ type Fragment = postgres.PendingQuery<postgres.Row[]> | postgres.Fragment;
  * of one item, `order` a total order (end it with the id). Items come back as JSON objects keyed by
  * column name (timestamps as ISO strings).
  */
-export async function selectPage<T>(sql: Queryable, parts: { columns: Fragment; from: Fragment; order: Fragment }, page: Page): Promise<ListResult<T>> {
+export async function selectPage<T>(
+  sql: Queryable,
+  parts: { columns: Fragment; from: Fragment; order: Fragment; /** a cheaper exact count, when one is kept */ total?: Fragment },
+  page: Page,
+): Promise<ListResult<T>> {
   const [row] = await sql<[{ total: number; items: T[] }]>`
     select
-      (select count(*)::int ${parts.from}) as total,
+      (${parts.total ?? sql`select count(*)::int ${parts.from}`}) as total,
       coalesce((
         select json_agg(p) from (
           select ${parts.columns} ${parts.from} order by ${parts.order} limit ${page.limit} offset ${page.offset}

@@ -2,5 +2,4 @@
 export { createGroupService, GROUP_TYPES, GROUP_STATUSES, type GroupService, type GroupDeps } from './service.js';
 export { createMembershipService, type MembershipService, type MembershipDeps } from './membership.js';
 export { groupsGraphqlModule, toGroup } from './resolvers.js';
-export { createAccessGuard, type AccessGuard } from './access-guard.js';
 export { findGroup, descendantGroups, type GroupRow } from './queries.js';

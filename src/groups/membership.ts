@@ -6,7 +6,7 @@ import type { Sql } from '../db/client.js';
 import { invalidInput, notFound } from '../errors.js';
 import type { EntityRow } from '../identity/index.js';
 import * as v from '../validate.js';
-import { createAccessGuard } from './access-guard.js';
+import { createAccessGuard } from '../access/guard.js';
 import * as m from './membership-queries.js';
 import * as q from './queries.js';
 

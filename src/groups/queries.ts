@@ -32,10 +32,6 @@ export async function findGroup(sql: Queryable, id: string): Promise<GroupRow | 
   return row;
 }
 
-export async function tenantStatus(sql: Queryable, tenantId: string): Promise<string | undefined> {
-  const [row] = await sql<{ status: string }[]>`select status from tenants where id = ${tenantId}`;
-  return row?.status;
-}
 
 export interface NewGroup {
   id: string | null;

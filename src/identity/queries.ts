@@ -158,8 +158,24 @@ export async function listEntities(sql: Queryable, f: EntityFilter, page: Page):
     columns: entityColumns(sql),
     from: sql`from entities e where ${where}`,
     order: sql`${sql('e.' + ENTITY_ORDER[f.order])} ${dir} nulls last, e.id ${dir}`,
+    total: keptTotal(sql, f),
   }, page);
 }
+
+/**
+ * "All live entities of one readable tenant" is the admin UI's default listing and the expensive count
+ * on large fleets: the trigger-kept counter answers it exactly. Any other filter counts the rows.
+ */
+function keptTotal(sql: Queryable, f: EntityFilter) {
+  const onlyTenant = f.tenantId !== undefined && f.deleted === 'live' && !f.kind && !f.q && !f.status
+    && f.externalId === undefined && !f.profileId && !f.attributesContains && !f.parentGroupId;
+  if (!onlyTenant) return undefined;
+  const key = f.tenantId ?? NIL_UUID;
+  if (f.readableTenantIds !== null && !f.readableTenantIds.includes(key)) return undefined;
+  return sql`select coalesce((select live::int from entity_counts where tenant_id = ${key}), 0)`;
+}
+
+const NIL_UUID = '00000000-0000-0000-0000-000000000000';
 
 /** The group and every live object group nested below it. */
 export function descendantGroups(sql: Queryable, groupId: string) {
@@ -190,7 +206,3 @@ export async function listOwnedEntities(sql: Queryable, ownerId: string): Promis
     where o.owner_id = ${ownerId} and e.deleted_at is null order by o.created_at, e.id`;
 }
 
-export async function tenantStatus(sql: Queryable, tenantId: string): Promise<string | undefined> {
-  const [row] = await sql<{ status: string }[]>`select status from tenants where id = ${tenantId}`;
-  return row?.status;
-}

@@ -4,8 +4,9 @@ import type { Principal } from '../auth/principal.js';
 import type { Authz, Invalidation } from '../authz/types.js';
 import type { Sql } from '../db/client.js';
 import { pageOf, type ListResult } from '../db/paging.js';
-import { forbidden, invalidInput, notFound } from '../errors.js';
-import { readableTenants } from '../listing/readable-scope.js';
+import { invalidInput, notFound } from '../errors.js';
+import { createAccessGuard } from '../access/guard.js';
+import { readableTenants } from '../access/readable-scope.js';
 import * as v from '../validate.js';
 import * as q from './queries.js';
 
@@ -34,28 +35,12 @@ export function createIdentityService(deps: IdentityDeps) {
     return row;
   }
 
-  /** Frozen tenants keep their data readable but refuse every entity operation inside them. */
-  async function assertWritable(tenantId: string | null): Promise<void> {
-    if (!tenantId) return;
-    const status = await q.tenantStatus(sql, tenantId);
-    if (status === undefined) throw notFound('tenant');
-    if (status === 'frozen') throw forbidden('tenant is frozen');
-  }
+  const guard = createAccessGuard({ sql, authz });
+  const ref = (row: q.EntityRow) => ({ kind: 'entity' as const, id: row.id });
 
-  async function requireOn(p: Principal, action: string, row: q.EntityRow): Promise<void> {
-    await authz.require(p, action, { kind: 'entity', id: row.id });
-  }
-
-  /** Allowed when any of the actions is: e.g. write or manage for ordinary edits. */
-  async function requireAnyOn(p: Principal, actions: string[], row: q.EntityRow): Promise<void> {
-    for (const action of actions) {
-      if ((await authz.decide(p, action, { kind: 'entity', id: row.id })).allowed) return;
-    }
-    throw forbidden();
-  }
-
-  async function requirePlatformAdmin(p: Principal): Promise<void> {
-    if (!(await authz.isPlatformAdmin(p))) throw forbidden();
+  /** A change to an entity: the grant first, then the tenant state (frozen tenants refuse changes). */
+  function requireWrite(p: Principal, actions: readonly string[], row: q.EntityRow): Promise<void> {
+    return guard.requireWrite(p, actions, ref(row), row.tenant_id);
   }
 
   function record(p: Principal, event: string, row: { id: string; tenant_id: string | null }, details: Record<string, unknown> = {}) {
@@ -86,8 +71,7 @@ export function createIdentityService(deps: IdentityDeps) {
         profileVersionId: v.optionalUuid('profileVersionId', input.profileVersionId),
         attributes: v.jsonObject('attributes', input.attributes),
       };
-      await authz.require(p, 'manage', { kind: 'entity', id: null, tenantId });
-      await assertWritable(tenantId);
+      await guard.requireWrite(p, ['manage'], { kind: 'entity', id: null, tenantId }, tenantId);
       const id = await sql.begin(async (tx) => {
         const newId = await q.insertEntity(tx, entity);
         if (kind === 'human') await q.joinPrincipalGroup(tx, AUTHENTICATED_USERS_GROUP, newId);
@@ -99,15 +83,15 @@ export function createIdentityService(deps: IdentityDeps) {
 
     async get(p: Principal, id: unknown): Promise<q.EntityRow> {
       const row = await load(id, true);
-      if (row.deleted_at) await requirePlatformAdmin(p);
-      else await authz.require(p, 'read', { kind: 'entity', id: row.id }, { readingFrozenTenant: true });
+      if (row.deleted_at) await guard.requirePlatformAdmin(p);
+      else await guard.requireRead(p, ref(row));
       return row;
     },
 
     async list(p: Principal, args: EntityListArgs): Promise<ListResult<q.EntityRow>> {
       const tenantId = args.tenantId === undefined || args.tenantId === null ? undefined : v.uuid('tenantId', args.tenantId);
       const deleted = args.deleted === undefined || args.deleted === null ? 'live' : v.oneOf('deleted', args.deleted, v.DELETED_FILTERS);
-      if (deleted !== 'live') await requirePlatformAdmin(p);
+      if (deleted !== 'live') await guard.requirePlatformAdmin(p);
       const readable = await readableTenants({ sql, authz }, p, 'read', 'entity', tenantId);
       const filter: q.EntityFilter = {
         tenantId,
@@ -142,8 +126,7 @@ export function createIdentityService(deps: IdentityDeps) {
       if ('alias' in input) changes.alias = v.alias('alias', input.alias);
       if ('externalId' in input) changes.externalId = externalIdOf(input.externalId);
       // Changing status (the only way to suspend) is administration; other edits accept write too.
-      await requireAnyOn(p, changes.status ? ['manage'] : ['write', 'manage'], row);
-      await assertWritable(row.tenant_id);
+      await requireWrite(p, changes.status ? ['manage'] : ['write', 'manage'], row);
       if (!(await q.updateEntity(sql, row.id, changes))) throw notFound('entity');
       record(p, 'entity.update', row, { fields: Object.keys(changes) });
       return changed(row.id);
@@ -151,8 +134,7 @@ export function createIdentityService(deps: IdentityDeps) {
 
     async setStatus(p: Principal, id: unknown, status: 'active' | 'inactive'): Promise<q.EntityRow> {
       const row = await load(id);
-      await requireOn(p, 'manage', row);
-      await assertWritable(row.tenant_id);
+      await requireWrite(p, ['manage'], row);
       await q.updateEntity(sql, row.id, { status });
       record(p, status === 'active' ? 'entity.enable' : 'entity.disable', row);
       return changed(row.id);
@@ -160,8 +142,7 @@ export function createIdentityService(deps: IdentityDeps) {
 
     async remove(p: Principal, id: unknown): Promise<boolean> {
       const row = await load(id);
-      await requireOn(p, 'manage', row);
-      await assertWritable(row.tenant_id);
+      await requireWrite(p, ['manage', 'delete'], row);
       const done = await sql.begin((tx) => q.softDeleteEntity(tx, row.id, p.entityId));
       if (!done) throw notFound('entity');
       record(p, 'entity.delete', row);
@@ -170,7 +151,7 @@ export function createIdentityService(deps: IdentityDeps) {
     },
 
     async restore(p: Principal, id: unknown): Promise<boolean> {
-      await requirePlatformAdmin(p);
+      await guard.requirePlatformAdmin(p);
       const row = await load(id, true);
       if (!row.deleted_at) throw invalidInput('entity is not deleted');
       await q.restoreEntity(sql, row.id);
@@ -180,7 +161,7 @@ export function createIdentityService(deps: IdentityDeps) {
     },
 
     async purge(p: Principal, id: unknown): Promise<boolean> {
-      await requirePlatformAdmin(p);
+      await guard.requirePlatformAdmin(p);
       const row = await load(id, true);
       if (!row.deleted_at) throw invalidInput('only a deleted entity can be purged; delete it first');
       await q.purgeEntity(sql, row.id);
@@ -194,8 +175,7 @@ export function createIdentityService(deps: IdentityDeps) {
       const owned = await load(ownedId);
       if (owner.id === owned.id) throw invalidInput('an entity cannot own itself');
       const rel = relation === undefined || relation === null ? 'owner' : v.name('relation', relation, 64);
-      await requireOn(p, 'manage', owned);
-      await assertWritable(owned.tenant_id);
+      await requireWrite(p, ['manage'], owned);
       const row = await q.insertOwnership(sql, owner.id, owned.id, rel);
       record(p, 'ownership.add', owned, { ownerId: owner.id, relation: rel });
       return row;
@@ -204,8 +184,7 @@ export function createIdentityService(deps: IdentityDeps) {
     async removeOwnership(p: Principal, ownerId: unknown, ownedId: unknown): Promise<boolean> {
       const owned = await load(ownedId);
       const owner = v.uuid('ownerId', ownerId);
-      await requireOn(p, 'manage', owned);
-      await assertWritable(owned.tenant_id);
+      await requireWrite(p, ['manage'], owned);
       const removed = await q.deleteOwnership(sql, owner, owned.id);
       if (removed) record(p, 'ownership.remove', owned, { ownerId: owner });
       return removed;
@@ -213,7 +192,7 @@ export function createIdentityService(deps: IdentityDeps) {
 
     async ownedEntities(p: Principal, ownerId: unknown): Promise<q.EntityRow[]> {
       const owner = await load(ownerId);
-      await requireOn(p, 'read', owner);
+      await guard.requireRead(p, ref(owner));
       const rows = await q.listOwnedEntities(sql, owner.id);
       const allowed = await Promise.all(rows.map((r) => authz.decide(p, 'read', { kind: 'entity', id: r.id }, { readingFrozenTenant: true })));
       return rows.filter((_, i) => allowed[i]?.allowed);

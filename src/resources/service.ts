@@ -5,8 +5,9 @@ import type { Authz, Invalidation } from '../authz/index.js';
 import type { Sql } from '../db/client.js';
 import { pageOf, type ListResult } from '../db/paging.js';
 import { invalidInput, notFound } from '../errors.js';
-import { createAccessGuard, findGroup, type GroupRow } from '../groups/index.js';
-import { readableTenants } from '../listing/readable-scope.js';
+import { createAccessGuard } from '../access/guard.js';
+import { findGroup, type GroupRow } from '../groups/index.js';
+import { readableTenants } from '../access/readable-scope.js';
 import * as v from '../validate.js';
 import * as q from './queries.js';
 

@@ -7,7 +7,8 @@ import type { Authz, Invalidation } from '../authz/types.js';
 import type { Queryable, Sql } from '../db/client.js';
 import { pageOf, type ListResult } from '../db/paging.js';
 import { forbidden, invalidInput, notFound } from '../errors.js';
-import { readableTenants } from '../listing/readable-scope.js';
+import { createAccessGuard } from '../access/guard.js';
+import { readableTenants } from '../access/readable-scope.js';
 import * as v from '../validate.js';
 import * as q from './queries.js';
 
@@ -42,9 +43,7 @@ export function createTenantsService(deps: TenantsDeps) {
     await authz.require(p, 'manage', { kind: 'tenant', id: tenantId, tenantId: null });
   }
 
-  async function requirePlatformAdmin(p: Principal): Promise<void> {
-    if (!(await authz.isPlatformAdmin(p))) throw forbidden();
-  }
+  const { requirePlatformAdmin } = createAccessGuard({ sql, authz });
 
   function record(p: Principal, event: string, tenantId: string, details: Record<string, unknown> = {}) {
     audit.record({ event, outcome: 'allow', actorEntityId: p.entityId, tenantId, targetKind: 'tenant', targetId: tenantId, details });

@@ -1,4 +1,4 @@
-// Authorization and tenant-state guards shared by the groups and resources domains.
+// Authorization and tenant-state guards shared by the management domains (entities, resources, groups...).
 import type { Principal } from '../auth/principal.js';
 import type { Authz, ObjectRef } from '../authz/index.js';
 import type { Queryable } from '../db/client.js';
