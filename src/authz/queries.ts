@@ -59,23 +59,27 @@ export async function selectBindings(sql: Queryable, entityId: string): Promise<
       where m.entity_id = ${entityId} and g.group_type = 'principal' and g.deleted_at is null and g.status = 'active'
         and (g.tenant_id is null or gt.status <> 'deleted')
     ),
+    -- One branch per path, each an index lookup (an OR across entity and group ids defeats the indexes).
     grants as (
       select 'role'::text as grant_kind, ra.id as grant_id, ra.tenant_id as grant_tenant_id,
              r.id as role_id, r.name as role_name, r.tenant_id as role_tenant_id,
-             case when ra.entity_id is not null then 'direct' else 'group:' || pg.name end as via,
-             pg.id as via_group_id, rpb.block_id
+             'direct'::text as via, null::uuid as via_group_id, rpb.block_id
       from role_assignments ra
       join roles r on r.id = ra.role_id and r.deleted_at is null
       join role_permission_blocks rpb on rpb.role_id = r.id
-      left join pg on pg.id = ra.group_id
-      where ra.entity_id = ${entityId} or ra.group_id in (select id from pg)
+      where ra.entity_id = ${entityId}
       union all
-      select 'capability', dp.id, dp.tenant_id, null, null, null,
-             case when dp.entity_id is not null then 'direct' else 'group:' || pg.name end,
-             pg.id, dp.block_id
-      from direct_policies dp
-      left join pg on pg.id = dp.group_id
-      where dp.entity_id = ${entityId} or dp.group_id in (select id from pg)
+      select 'role', ra.id, ra.tenant_id, r.id, r.name, r.tenant_id, 'group:' || pg.name, pg.id, rpb.block_id
+      from pg
+      join role_assignments ra on ra.group_id = pg.id
+      join roles r on r.id = ra.role_id and r.deleted_at is null
+      join role_permission_blocks rpb on rpb.role_id = r.id
+      union all
+      select 'capability', dp.id, dp.tenant_id, null, null, null, 'direct', null, dp.block_id
+      from direct_policies dp where dp.entity_id = ${entityId}
+      union all
+      select 'capability', dp.id, dp.tenant_id, null, null, null, 'group:' || pg.name, pg.id, dp.block_id
+      from pg join direct_policies dp on dp.group_id = pg.id
     )
     select g.*, b.tenant_id, b.scope_mode, b.object_kind, b.object_type, b.object_id, b.group_id, b.effect,
            b.conditions, b.all_actions,
