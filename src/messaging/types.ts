@@ -1,0 +1,90 @@
+// The messaging pipeline's contract with its transports (HTTP here, MQTT and CoAP in their own domains).
+import type { DeviceIdentity, Principal } from '../auth/index.js';
+
+export type Protocol = 'http' | 'mqtt' | 'coap';
+
+/** One resolved SenML record as stored and delivered (RFC 8428 resolved form plus where it came from). */
+export interface StoredMessage {
+  channel: string;
+  publisher: string;
+  protocol: Protocol;
+  subtopic: string | null;
+  /** bn + n */
+  name: string;
+  /** u, else bu */
+  unit: string | null;
+  /** Seconds: bt + t, made absolute (relative to the receive time) when below 2^28. */
+  time: number;
+  /** v + bv */
+  value: number | null;
+  stringValue: string | null;
+  boolValue: boolean | null;
+  dataValue: string | null;
+  /** s + bs */
+  sum: number | null;
+  /** ut, when present (seconds). */
+  updateTime?: number | null;
+}
+
+export interface PublishInput {
+  workspaceId: string;
+  channelId: string;
+  subtopic?: string | null;
+  protocol: Protocol;
+  payload: Buffer | string;
+  contentType?: string | null;
+}
+
+export interface PublishResult {
+  stored: number;
+  messages: StoredMessage[];
+}
+
+export interface StoredSource {
+  workspaceId: string;
+  channelId: string;
+  subtopic: string | null;
+}
+
+export type StoredListener = (messages: StoredMessage[], source: StoredSource) => void;
+
+export interface WriterStats {
+  /** Messages waiting for a batch now, and the most ever waiting. */
+  queued: number;
+  highWater: number;
+  /** Batches committed. */
+  batches: number;
+  /** Messages committed. */
+  stored: number;
+  /** Publishes answered as stored (after their batch committed). */
+  acknowledged: number;
+  /** Publishes refused before reaching the writer (auth, authz, validation, queue full). */
+  rejected: number;
+  /** Publishes whose batch failed (database unavailable): answered 503, nothing acknowledged. */
+  failed: number;
+  /** Publishes and payload bytes that reached the pipeline. */
+  received: { messages: number; bytes: number };
+}
+
+export interface Messaging {
+  /**
+   * Device publish: key already resolved by the caller (HTTP/CoAP pass the raw key, MQTT the identity it
+   * authenticated). Checks the device is active and of that workspace, the channel exists in it, publish
+   * is allowed (engine, cached); parses and normalises SenML; resolves once the batch holding the
+   * messages is committed. Throws AppError: UNAUTHENTICATED 401, FORBIDDEN 403, NOT_FOUND 404,
+   * UNSUPPORTED_MEDIA_TYPE 415, INVALID_INPUT 400 naming the record and field, PAYLOAD_TOO_LARGE 413,
+   * UNAVAILABLE 503 (queue full or database down, with retryAfterSeconds). Nothing is stored when it throws.
+   */
+  publishAsDevice(device: DeviceIdentity, input: PublishInput): Promise<PublishResult>;
+  publishWithKey(key: string, input: PublishInput): Promise<PublishResult>;
+  /**
+   * May this device (or bearer principal) receive messages of the channel? (subscribe for devices, read
+   * or subscribe for principals). Throws like above.
+   */
+  authorizeSubscribe(subject: { device: DeviceIdentity } | { principal: Principal }, workspaceId: string, channelId: string): Promise<void>;
+  /** Every committed message, after commit (live fan-out: WebSocket here, cross-protocol delivery there). */
+  onStored(listener: StoredListener): () => void;
+  /** Writer counters for the broker stats API. */
+  stats(): WriterStats;
+  close(): Promise<void>;
+}
