@@ -93,6 +93,8 @@ const CONSTRAINT_MESSAGES: Record<string, string> = {
   credentials__shared_key_not_human: 'invalid value: shared keys are for non-human entities',
   credentials__shared_key_hash: 'this shared key is already in use',
   profiles__tenant_kind_key_live: 'a profile with this key already exists in this tenant',
+  entities__profile: 'profileId does not name a profile',
+  entities__profile_version: 'profileVersionId does not name a profile version',
   profile_versions__profile_version: 'this profile version already exists',
   api_endpoints__method_path_active: 'an active endpoint already serves this method and path',
   api_endpoints__tenant_key: 'an endpoint with this key already exists',

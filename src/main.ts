@@ -25,6 +25,7 @@ import { createLogger, type Logger } from './log.js';
 import { migrationsDir, projectRoot } from './paths.js';
 import { createWorkerPool, type WorkerPool } from './worker-pool.js';
 import { createIdentityService, identityGraphqlModule } from './identity/index.js';
+import { createProfilesService, profilesGraphqlModule } from './profiles/index.js';
 import { createMembersService, createTenantsService, tenantsGraphqlModule } from './tenants/index.js';
 import { createGroupService, createMembershipService, groupsGraphqlModule } from './groups/index.js';
 import { createResourceService, resourcesGraphqlModule } from './resources/index.js';
@@ -127,8 +128,11 @@ export async function startService(env: Record<string, string | undefined>, opti
       await auth.invalidate(toAuthInvalidation(change));
     };
     const lists = config.lists;
-    const identity = createIdentityService({ sql, authz, audit, invalidate, lists });
-    const tenants = createTenantsService({ sql, authz, audit, invalidate, lists, retentionSecs: config.tenantRetentionSecs });
+    const profiles = createProfilesService({ sql, authz, audit, lists });
+    const identity = createIdentityService({ sql, authz, audit, invalidate, lists, profiles });
+    const tenants = createTenantsService({
+      sql, authz, audit, invalidate, lists, retentionSecs: config.tenantRetentionSecs, seedTenant: profiles.seedTenant,
+    });
     const members = createMembersService({
       sql, authz, audit, tenants, invalidate, lists, mailer,
       invitationExpirySecs: config.auth.invitationExpirySecs, publicBaseUrl: config.publicBaseUrl,
@@ -139,7 +143,7 @@ export async function startService(env: Record<string, string | undefined>, opti
     const groupMembership = createMembershipService({ sql, authz, audit, invalidate });
 
     const schema = buildSchema([baseGraphqlModule(), auth.graphqlModule(), authzGraphqlModule(authzRuntime),
-      identityGraphqlModule(identity), tenantsGraphqlModule(tenants, members),
+      identityGraphqlModule(identity), tenantsGraphqlModule(tenants, members), profilesGraphqlModule(profiles),
       resourcesGraphqlModule(resources), groupsGraphqlModule(groups, groupMembership)]);
     const graphql = createGraphqlExecutor(schema, {
       introspection: config.graphql.introspection,

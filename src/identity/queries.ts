@@ -62,6 +62,8 @@ export interface EntityChanges {
   status?: string;
   alias?: string | null;
   externalId?: string | null;
+  profileId?: string | null;
+  profileVersionId?: string | null;
 }
 
 export async function updateEntity(sql: Queryable, id: string, c: EntityChanges): Promise<boolean> {
@@ -72,6 +74,8 @@ export async function updateEntity(sql: Queryable, id: string, c: EntityChanges)
       status = ${c.status === undefined ? sql`status` : sql`${c.status}`},
       alias = ${c.alias === undefined ? sql`alias` : sql`${c.alias}`},
       external_id = ${c.externalId === undefined ? sql`external_id` : sql`${c.externalId}`},
+      profile_id = ${c.profileId === undefined ? sql`profile_id` : sql`${c.profileId}`},
+      profile_version_id = ${c.profileVersionId === undefined ? sql`profile_version_id` : sql`${c.profileVersionId}`},
       updated_at = now()
     where id = ${id} and deleted_at is null
     returning id`;

@@ -8,6 +8,7 @@ import { invalidInput, notFound } from '../errors.js';
 import { createAccessGuard } from '../access/guard.js';
 import { readableTenants } from '../access/readable-scope.js';
 import * as v from '../validate.js';
+import type { ProfilesService } from '../profiles/index.js';
 import * as q from './queries.js';
 
 export const ENTITY_KINDS = ['human', 'device', 'service', 'workload', 'application'] as const;
@@ -17,6 +18,8 @@ export const AUTHENTICATED_USERS_GROUP = '00000000-0000-0000-0000-000000000005';
 
 export interface IdentityDeps {
   sql: Sql;
+  /** Device types: checks a binding and validates attributes against the bound version's schema. */
+  profiles: Pick<ProfilesService, 'bind'>;
   authz: Authz;
   audit: AuditWriter;
   /** Drops every cache that may hold the changed facts (decisions, verified tokens, device keys). */
@@ -72,6 +75,9 @@ export function createIdentityService(deps: IdentityDeps) {
         attributes: v.jsonObject('attributes', input.attributes),
       };
       await guard.requireWrite(p, ['manage'], { kind: 'entity', id: null, tenantId }, tenantId);
+      const binding = await deps.profiles.bind({ tenantId, kind }, { profileId: entity.profileId, profileVersionId: entity.profileVersionId }, entity.attributes);
+      entity.profileId = binding.profileId;
+      entity.profileVersionId = binding.profileVersionId;
       const id = await sql.begin(async (tx) => {
         const newId = await q.insertEntity(tx, entity);
         if (kind === 'human') await q.joinPrincipalGroup(tx, AUTHENTICATED_USERS_GROUP, newId);
@@ -127,6 +133,16 @@ export function createIdentityService(deps: IdentityDeps) {
       if ('externalId' in input) changes.externalId = externalIdOf(input.externalId);
       // Changing status (the only way to suspend) is administration; other edits accept write too.
       await requireWrite(p, changes.status ? ['manage'] : ['write', 'manage'], row);
+      const rebinding = 'profileId' in input || 'profileVersionId' in input;
+      if (rebinding || changes.attributes) {
+        // The (new or kept) binding's schema validates the attributes the entity will have.
+        const wanted = rebinding
+          ? { profileId: v.optionalUuid('profileId', input.profileId), profileVersionId: v.optionalUuid('profileVersionId', input.profileVersionId) }
+          : { profileId: row.profile_id, profileVersionId: row.profile_version_id };
+        const current = { profileId: row.profile_id, profileVersionId: row.profile_version_id };
+        const binding = await deps.profiles.bind({ tenantId: row.tenant_id, kind: row.kind }, wanted, changes.attributes ?? row.attributes, current);
+        if (rebinding) Object.assign(changes, binding);
+      }
       if (!(await q.updateEntity(sql, row.id, changes))) throw notFound('entity');
       record(p, 'entity.update', row, { fields: Object.keys(changes) });
       return changed(row.id);
