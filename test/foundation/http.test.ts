@@ -102,3 +102,28 @@ t.test('large replies respect backpressure and arrive whole', async (t) => {
   t.same(JSON.parse(lines[1999] as string).line, 1999);
   t.equal(server.inFlight, 0);
 });
+
+t.test('health reports the database unreachable with 503, and ready again when it is back', async (t) => {
+  const { url, db } = await startTestService(t);
+  const postgres = (await import('postgres')).default;
+  const { adminUrl } = await import('../helpers/database.js');
+  const admin = postgres(adminUrl(), { max: 1, onnotice: () => undefined });
+  t.teardown(async () => {
+    await admin.unsafe(`alter database ${db.name} allow_connections true`);
+    await admin.end();
+  });
+  await admin.unsafe(`alter database ${db.name} allow_connections false`);
+  await admin`select pg_terminate_backend(pid) from pg_stat_activity where datname = ${db.name} and pid <> pg_backend_pid()`;
+  const down = await request(`${url()}/health`);
+  t.equal(down.statusCode, 503);
+  t.match(await down.body.json(), { status: 'error', database: { status: 'error' } });
+  await admin.unsafe(`alter database ${db.name} allow_connections true`);
+  let status = 0;
+  for (let i = 0; i < 50 && status !== 200; i++) {
+    const res = await request(`${url()}/health`);
+    status = res.statusCode;
+    await res.body.dump();
+    if (status !== 200) await new Promise((r) => setTimeout(r, 200));
+  }
+  t.equal(status, 200, 'ready again once the database accepts connections');
+});
