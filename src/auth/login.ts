@@ -48,7 +48,8 @@ export function createLogin(deps: {
 
   function deny(reason: string, input: { identifier: string; kind: string }, meta: RequestMeta, entityId?: string | null, tenantId?: string | null) {
     audit.record({
-      event: 'auth.login', outcome: 'deny', actorEntityId: entityId ?? null, tenantId: tenantId ?? null,
+      // A failed attempt is not an act of the entity it names: that entity is the target, not the actor.
+      event: 'auth.login', outcome: 'deny', actorEntityId: null, tenantId: tenantId ?? null,
       targetKind: 'entity', targetId: entityId ?? null, requestId: meta.requestId,
       details: { reason, kind: input.kind, identifier: input.identifier.slice(0, 256), ip: meta.ip },
     });

@@ -48,7 +48,7 @@ t.test('wrong password and unknown identifier fail alike, with similar timing; f
   await attempt('warm-up-unknown');
   const wrong: number[] = [];
   const unknown: number[] = [];
-  for (let i = 0; i < 4; i++) {
+  for (let i = 0; i < 5; i++) {
     const a = await attempt('admin');
     const b = await attempt(`nobody-${i}@example.com`);
     t.same({ message: a.error.message, code: a.error.extensions.code }, { message: 'invalid credentials', code: 'UNAUTHENTICATED' });
@@ -56,9 +56,9 @@ t.test('wrong password and unknown identifier fail alike, with similar timing; f
     wrong.push(a.ms);
     unknown.push(b.ms);
   }
-  const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)] as number;
-  const ratio = median(unknown) / median(wrong);
-  t.ok(ratio > 0.6 && ratio < 1.6, `unknown/wrong time ratio ${ratio.toFixed(2)} (wrong ${median(wrong).toFixed(1)} ms)`);
+  // The fastest of each: contention from anything else on the machine only ever adds time.
+  const ratio = Math.min(...unknown) / Math.min(...wrong);
+  t.ok(ratio > 0.6 && ratio < 1.6, `unknown/wrong time ratio ${ratio.toFixed(2)} (fastest wrong ${Math.min(...wrong).toFixed(1)} ms)`);
   await ts.service.audit.flush();
   const rows = await ts.service.sql<{ outcome: string; details: { reason: string } }[]>`
     select outcome, details from audit_log where event = 'auth.login' and outcome = 'deny'`;

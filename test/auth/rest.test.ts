@@ -45,6 +45,8 @@ t.test('REST login, session, introspect, sessions/:id and logout; the cookie nee
   t.same(await out.json(), { authenticated: false });
   t.match(out.headers.get('set-cookie'), /svc_token=; .*Max-Age=0/);
   t.same(await (await fetch(`${ts.url()}/auth/introspect`, { headers: bearer })).json(), { active: false });
+  const again = await post(`${ts.url()}/auth/logout`, {}, bearer);
+  t.equal(again.status, 200, 'logging out with a dead token still clears the cookie');
   const gone = await gql(ts.url(), q.query, q.variables, body.token);
   t.equal(gone.body.errors?.[0].extensions.details.reason, 'revoked_token');
 });
