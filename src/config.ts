@@ -139,6 +139,21 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
     bodyLimitBytes: r.int('SVC_AUTHZ_BODY_LIMIT_BYTES', 65_536, 1024, 16_777_216),
   };
 
+  // MQTT broker, CoAP ingest, broker admin and the cluster node registry (issue 7).
+  const broker = {
+    redisUrl: r.url('SVC_REDIS_URL', undefined, true),
+    redisKeyPrefix: r.string('SVC_REDIS_KEY_PREFIX', 'svc:mqtt:'),
+    mqttDenyAction: r.oneOf('SVC_MQTT_DENY_ACTION', ['ignore', 'disconnect'] as const, 'ignore'),
+    mqttRevalidateSecs: r.int('SVC_MQTT_REVALIDATE_SECS', 60, 0, 86_400),
+    adminToken: r.secret('SVC_BROKER_ADMIN_TOKEN'),
+    nodeAddress: r.optional('SVC_NODE_ADDRESS'),
+    nodeHeartbeatMs: r.int('SVC_NODE_HEARTBEAT_MS', 5000, 100, 600_000),
+    nodeStaleMs: r.int('SVC_NODE_STALE_MS', 15_000, 300, 3_600_000),
+    nodePruneSecs: r.int('SVC_NODE_PRUNE_SECS', 3600, 1, 31_536_000),
+  };
+  if (broker.nodeStaleMs <= broker.nodeHeartbeatMs) r.problem('SVC_NODE_STALE_MS must exceed SVC_NODE_HEARTBEAT_MS');
+  if (broker.redisUrl && !/^rediss?:$/.test(new URL(broker.redisUrl).protocol)) r.problem('SVC_REDIS_URL must be a redis:// or rediss:// URL');
+
   const config = {
     env: r.oneOf('NODE_ENV', ['development', 'production', 'test'] as const, 'development'),
     logLevel: r.oneOf('SVC_LOG_LEVEL', LOG_LEVELS, 'info'),
@@ -155,6 +170,7 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
     audit,
     customEndpoints,
     authz,
+    broker,
     metricsEnabled: r.bool('SVC_METRICS_ENABLED', true),
     shutdownTimeoutSecs: r.int('SVC_SHUTDOWN_TIMEOUT_SECS', 15, 1, 3600),
     // How long a deleted tenant can still be restored (purge is allowed at any time).

@@ -1,0 +1,246 @@
+// The MQTT broker inside the service: aedes on a net listener, hooks into auth and the messaging pipeline,
+// delivery of HTTP/CoAP messages to MQTT subscribers, live counters, periodic re-checks, graceful stop.
+import net from 'node:net';
+import { Aedes, type AedesPublishPacket, type Client, type PublishPacket } from 'aedes';
+import type { DeviceIdentity } from '../auth/index.js';
+import type { Authz } from '../authz/types.js';
+import { unavailable } from '../errors.js';
+import type { Logger } from '../log.js';
+import type { Messaging, StoredMessage } from '../messaging/index.js';
+import { createHooks, type DenyAction } from './hooks.js';
+import { createMqttMetrics, type MqttErrors } from './metrics.js';
+import { createBrokerBackend } from './persistence.js';
+import { channelTopic, parseSubscribeFilter } from './topics.js';
+
+export interface MqttConfig {
+  denyAction: DenyAction;
+  /** How often connected clients' keys and subscriptions are checked again (0: never). */
+  revalidateSecs: number;
+  redis?: { url: string; keyPrefix: string };
+  /** The aedes broker id (this node's id), so wills and $SYS topics name the node. */
+  brokerId?: string;
+}
+
+export interface MqttSnapshot {
+  connections: { current: number; total: number; disconnections: number };
+  messages: { received: number; sent: number; publish_received: number; publish_sent: number };
+  bytes: { received: number; sent: number };
+  subscriptions: { active: number; retained_messages: number };
+  errors: MqttErrors;
+  sessions: { connected: number; total: number };
+}
+
+export interface MqttBroker {
+  listen(host: string, port: number): Promise<number>;
+  stopAccepting(): void;
+  /** Waits (up to timeoutMs) for PUBLISHes being stored, then closes every client and the broker. */
+  close(timeoutMs: number): Promise<void>;
+  /** Throws UNAVAILABLE when the broker is closed or its persistence cannot be read. */
+  snapshot(): Promise<MqttSnapshot>;
+  readonly shared: boolean;
+}
+
+export interface MqttDeps {
+  auth: { authenticateDeviceKey(key: string): Promise<DeviceIdentity | null> };
+  messaging: Pick<Messaging, 'publishAsDevice' | 'authorizeSubscribe' | 'onStored'>;
+  authz: Pick<Authz, 'decide'>;
+  log: Logger;
+  config: MqttConfig;
+}
+
+interface Persistence {
+  createRetainedStream(pattern: string): AsyncIterable<unknown>;
+  countOffline(): Promise<{ clientsCount: number }>;
+  incomingGetPacket(client: Client, packet: PublishPacket): Promise<unknown>;
+}
+
+interface LiveClient extends Client {
+  subscriptions: Record<string, unknown>;
+}
+
+/** Fully resolved SenML records (RFC 8428 4.6): what MQTT subscribers get for HTTP and CoAP messages. */
+function toSenml(messages: StoredMessage[]): unknown[] {
+  return messages.map((m) => {
+    const r: Record<string, unknown> = { n: m.name, t: m.time };
+    if (m.unit) r.u = m.unit;
+    if (m.value !== null) r.v = m.value;
+    if (m.stringValue !== null) r.vs = m.stringValue;
+    if (m.boolValue !== null) r.vb = m.boolValue;
+    if (m.dataValue !== null) r.vd = m.dataValue;
+    if (m.sum !== null) r.s = m.sum;
+    return r;
+  });
+}
+
+const RETAINED_CACHE_MS = 1000;
+
+export async function createMqttBroker(deps: MqttDeps): Promise<MqttBroker> {
+  const { log, config } = deps;
+  const metrics = createMqttMetrics();
+  let stopping = false;
+  const hooks = createHooks({
+    auth: deps.auth, messaging: deps.messaging, authz: deps.authz, metrics, log,
+    denyAction: config.denyAction, stopping: () => stopping,
+    alreadyReceived: (client, packet) => persistence.incomingGetPacket(client, packet).then(() => true, () => false),
+  });
+  const backend = createBrokerBackend(config.redis, log);
+  const broker = await Aedes.createBroker({
+    ...backend.options,
+    ...(config.brokerId ? { id: config.brokerId } : {}),
+    authenticate: hooks.authenticate,
+    authorizePublish: hooks.authorizePublish,
+    authorizeSubscribe: hooks.authorizeSubscribe,
+    authorizeForward(_client, packet) {
+      metrics.packetOut(true);
+      return packet;
+    },
+  });
+
+  // A PUBLISH refused under the 'ignore' action was acknowledged by aedes; it must go no further.
+  const publish = broker.publish.bind(broker) as unknown as (packet: AedesPublishPacket, client: Client | null, done: (err?: Error) => void) => void;
+  (broker as unknown as { publish: typeof publish }).publish = (packet, client, done) => {
+    if (typeof client === 'function') return publish(packet, null, client);
+    if (hooks.isDropped(packet)) return done?.();
+    if (client && packet.qos > 0) metrics.packetOut(false); // the PUBACK or PUBREC aedes writes next
+    publish(packet, client, done);
+  };
+
+  broker.on('client', () => metrics.counters.connectionsTotal++);
+  broker.on('clientDisconnect', () => metrics.counters.disconnections++);
+  broker.on('connackSent', () => metrics.packetOut(false));
+  // A retained PUBLISH changes the count: the next snapshot reads it afresh.
+  broker.on('publish', (packet) => {
+    if (packet.retain) retained.at = 0;
+  });
+  broker.on('connectionError', (_client, err) => countClientError(err));
+  broker.on('clientError', (_client, err) => countClientError(err));
+
+  function countClientError(err: Error): void {
+    const m = err.message ?? '';
+    if (/not allowed in PUBLISH|empty topic|too many levels|queue limit|maxInflightInbound|Invalid topic/i.test(m)) metrics.counters.errors.packet++;
+    else if (/protocol|connect did not arrive|Invalid|Malformed|not supported/i.test(m)) metrics.counters.errors.protocol++;
+  }
+
+  // HTTP and CoAP messages reach MQTT subscribers of their channel; MQTT ones were forwarded by aedes.
+  const stopFanOut = deps.messaging.onStored((messages, source) => {
+    const first = messages[0];
+    if (!first || first.protocol === 'mqtt' || broker.closed) return;
+    broker.publish({
+      cmd: 'publish', topic: channelTopic(source.workspaceId, source.channelId, source.subtopic),
+      payload: Buffer.from(JSON.stringify(toSenml(messages))), qos: 1, retain: false, dup: false,
+    }, (err?: Error) => {
+      if (err) log.warn('mqtt fan-out failed', { err: err.message });
+    });
+  });
+
+  let retained = { count: 0, at: 0 };
+  const server = net.createServer((socket) => {
+    socket.setNoDelay(true);
+    metrics.trackSocket(socket);
+    const client = broker.handle(socket) as Client & { _parser?: NodeJS.EventEmitter };
+    // The parser is aedes-internal (pinned version): the only place every inbound packet passes.
+    client._parser?.on('packet', (packet: { cmd: string }) => metrics.packetIn(packet));
+    client._parser?.on('error', () => metrics.counters.errors.protocol++);
+  });
+
+  const revalidate = config.revalidateSecs > 0 ? setInterval(() => void revalidateClients(), config.revalidateSecs * 1000) : undefined;
+  revalidate?.unref();
+
+  /** Keys revoked and grants withdrawn while connected: such clients are closed (they may reconnect). */
+  async function revalidateClients(): Promise<void> {
+    const clients = Object.values((broker as unknown as { clients: Record<string, LiveClient> }).clients);
+    for (const client of clients) {
+      const key = hooks.keyOf(client);
+      if (!key || client.closed) continue;
+      try {
+        const identity = await deps.auth.authenticateDeviceKey(key);
+        let ok = identity !== null && identity.status === 'active' && identity.entityId === hooks.identityOf(client)?.entityId;
+        for (const topic of Object.keys(client.subscriptions)) {
+          const filter = parseSubscribeFilter(topic);
+          if (!ok || !filter || !identity) break;
+          ok = await deps.messaging.authorizeSubscribe({ device: identity }, filter.workspaceId, filter.channelId).then(() => true, () => false);
+        }
+        if (!ok) {
+          log.info('mqtt client closed: key or subscription no longer allowed', { clientId: client.id });
+          client.close();
+        }
+      } catch (err) {
+        log.warn('mqtt revalidation skipped', { err });
+      }
+    }
+  }
+
+  // Persistence is an aedes field its type declarations leave out.
+  const persistence = (broker as unknown as { persistence: Persistence }).persistence;
+  async function countRetained(): Promise<number> {
+    if (Date.now() - retained.at < RETAINED_CACHE_MS) return retained.count;
+    let count = 0;
+    const stream = persistence.createRetainedStream('#');
+    for await (const _ of stream) count++;
+    retained = { count, at: Date.now() };
+    return count;
+  }
+
+  return {
+    shared: backend.shared,
+    listen(host, port) {
+      return new Promise((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(port, host, () => {
+          server.off('error', reject);
+          resolve((server.address() as net.AddressInfo).port);
+        });
+      });
+    },
+    stopAccepting() {
+      stopping = true;
+      if (server.listening) server.close();
+    },
+    async close(timeoutMs) {
+      stopping = true;
+      if (server.listening) server.close();
+      if (revalidate) clearInterval(revalidate);
+      let timer: NodeJS.Timeout | undefined;
+      const settled = await Promise.race([
+        hooks.settle().then(() => true),
+        new Promise<boolean>((resolve) => { timer = setTimeout(() => resolve(false), timeoutMs); }),
+      ]);
+      clearTimeout(timer);
+      if (!settled) log.warn('mqtt: publishes still being stored at shutdown; their clients get no PUBACK and will resend');
+      stopFanOut();
+      // MQTT 3.1.1 has no server DISCONNECT: closing the connection is the graceful end; persistent sessions stay.
+      await new Promise<void>((resolve) => broker.close(() => resolve()));
+      await backend.close();
+    },
+    async snapshot() {
+      if (broker.closed) throw unavailable('broker not available');
+      const clients = Object.values((broker as unknown as { clients: Record<string, LiveClient> }).clients);
+      let active = 0;
+      let clean = 0;
+      for (const c of clients) {
+        active += Object.keys(c.subscriptions).length;
+        if (c.clean) clean++;
+      }
+      let retainedMessages: number;
+      let persistent: number;
+      try {
+        retainedMessages = await countRetained();
+        persistent = (await persistence.countOffline()).clientsCount;
+      } catch (err) {
+        log.warn('mqtt persistence unreadable', { err });
+        throw unavailable('broker not available', 1);
+      }
+      const { counters } = metrics;
+      const current = counters.connectionsTotal - counters.disconnections;
+      return {
+        connections: { current, total: counters.connectionsTotal, disconnections: counters.disconnections },
+        messages: { received: counters.packetsReceived, sent: counters.packetsSent, publish_received: counters.publishReceived, publish_sent: counters.publishSent },
+        bytes: metrics.bytes(),
+        subscriptions: { active, retained_messages: retainedMessages },
+        errors: { ...counters.errors },
+        // Sessions: every connected client plus the persistent sessions the store holds (online or not).
+        sessions: { connected: clients.length, total: clean + persistent },
+      };
+    },
+  };
+}

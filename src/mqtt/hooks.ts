@@ -1,0 +1,182 @@
+// aedes hooks: CONNECT with a device's shared key, PUBLISH stored through the messaging pipeline before
+// it is acknowledged or forwarded, SUBSCRIBE per filter within one channel the device may subscribe to.
+import type { AuthenticateError, Client, PublishPacket, Subscription } from 'aedes';
+import { principalOfDevice, type DeviceIdentity } from '../auth/index.js';
+import type { Authz } from '../authz/types.js';
+import { toAppError, type AppError } from '../errors.js';
+import type { Logger } from '../log.js';
+import type { Messaging } from '../messaging/index.js';
+import type { MqttMetrics } from './metrics.js';
+import { parsePublishTopic, parseSubscribeFilter, type ChannelTopic } from './topics.js';
+
+export type DenyAction = 'ignore' | 'disconnect';
+
+interface Session {
+  identity: DeviceIdentity;
+  key: string;
+  /** Settles when every earlier PUBLISH of this client has been answered: keeps PUBACKs in order. */
+  tail: Promise<void>;
+}
+
+export interface HookDeps {
+  auth: { authenticateDeviceKey(key: string): Promise<DeviceIdentity | null> };
+  messaging: Pick<Messaging, 'publishAsDevice' | 'authorizeSubscribe'>;
+  authz: Pick<Authz, 'decide'>;
+  metrics: MqttMetrics;
+  log: Logger;
+  denyAction: DenyAction;
+  /** True once the service is stopping: wills are not published for connections we close ourselves. */
+  stopping(): boolean;
+  /** A QoS 2 PUBLISH aedes already holds (a DUP resent before our PUBREC arrived): stored already. */
+  alreadyReceived(client: Client, packet: PublishPacket): Promise<boolean>;
+}
+
+// CONNACK return codes of MQTT 3.1.1 (3.2.2.3).
+const SERVER_UNAVAILABLE = 3;
+const BAD_USERNAME_OR_PASSWORD = 4;
+const NOT_AUTHORIZED = 5;
+
+const TRANSIENT = new Set(['UNAVAILABLE', 'RATE_LIMITED', 'INTERNAL']);
+const PACKET = new Set(['INVALID_INPUT', 'PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE']);
+
+function connectError(returnCode: number, message: string): AuthenticateError {
+  return Object.assign(new Error(message), { returnCode }) as AuthenticateError;
+}
+
+export function createHooks(deps: HookDeps) {
+  const { auth, messaging, metrics, log } = deps;
+  const sessions = new WeakMap<Client, Session>();
+  /** PUBLISHes refused under the 'ignore' action: acknowledged by aedes, never stored or forwarded. */
+  const dropped = new WeakSet<object>();
+  const inFlight = new Set<Promise<unknown>>();
+
+  function authenticate(client: Client, username: string | undefined, password: Buffer | undefined,
+    done: (err: AuthenticateError | null, ok: boolean | null) => void): void {
+    if (!username || !password || password.length === 0) {
+      metrics.counters.errors.auth++;
+      return done(connectError(BAD_USERNAME_OR_PASSWORD, 'username and password (the shared key) are required'), false);
+    }
+    const key = password.toString('utf8');
+    auth.authenticateDeviceKey(key).then((identity) => {
+      if (!identity || identity.entityId.toLowerCase() !== username.toLowerCase()) {
+        metrics.counters.errors.auth++;
+        return done(connectError(BAD_USERNAME_OR_PASSWORD, 'bad username or password'), false);
+      }
+      if (identity.status !== 'active') {
+        metrics.counters.errors.auth++;
+        return done(connectError(NOT_AUTHORIZED, 'device is not active'), false);
+      }
+      sessions.set(client, { identity, key, tail: Promise.resolve() });
+      done(null, true);
+    }, (err: unknown) => {
+      log.warn('mqtt authentication unavailable', { err });
+      done(connectError(SERVER_UNAVAILABLE, 'server unavailable'), false);
+    });
+  }
+
+  /**
+   * Stores the message (resolves after its batch committed) before aedes may acknowledge or forward it.
+   * Refusals that retrying cannot fix are acknowledged and dropped under 'ignore' (MQTT-3.3.5-2 allows a
+   * positive acknowledgement or closing the connection); failures that retrying can fix (database down,
+   * queue full) always close the connection without a PUBACK, so the client sends the message again.
+   */
+  function authorizePublish(client: Client | null, packet: PublishPacket, done: (err?: Error | null) => void): void {
+    if (!client) return done(null);
+    const session = sessions.get(client);
+    if (!session) return done(new Error('not authenticated'));
+    const isWill = (client as unknown as { will?: unknown }).will === packet;
+    if (isWill && deps.stopping()) return done(new Error('service stopping: will not published'));
+    const work = packet.qos === 2 && packet.dup
+      ? deps.alreadyReceived(client, packet).then((seen) => (seen ? undefined : publish(session, packet)))
+      : publish(session, packet);
+    inFlight.add(work);
+    // aedes handles a read chunk's packets concurrently; answering in arrival order keeps PUBACKs ordered.
+    const prev = session.tail;
+    const settled = work.then(() => undefined, () => undefined);
+    session.tail = prev.then(() => settled);
+    session.tail.then(() => {
+      inFlight.delete(work);
+      work.then(() => done(null), (err: Error) => refuse(packet, err, done));
+    }, () => undefined);
+  }
+
+  async function publish(session: Session, packet: PublishPacket): Promise<void> {
+    const topic = parsePublishTopic(packet.topic);
+    if (!topic) throw Object.assign(new Error(`topic '${packet.topic}' is not m/<workspace_id>/c/<channel_id>[/<subtopic>]`), { refusal: 'authz' });
+    // The key is checked again on every PUBLISH (a cached lookup): a revoked key stops publishing at once.
+    const identity = await auth.authenticateDeviceKey(session.key);
+    if (!identity || identity.entityId !== session.identity.entityId) {
+      throw Object.assign(new Error('shared key no longer valid'), { refusal: 'auth' });
+    }
+    session.identity = identity;
+    if (packet.retain && packet.payload.length === 0) return clearRetained(identity, topic);
+    await messaging.publishAsDevice(identity, {
+      workspaceId: topic.workspaceId, channelId: topic.channelId, subtopic: topic.subtopic,
+      protocol: 'mqtt', payload: Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload), contentType: 'application/senml+json',
+    });
+  }
+
+  /** An empty retained PUBLISH stores nothing and deletes the topic's retained message: publish right needed. */
+  async function clearRetained(identity: DeviceIdentity, topic: ChannelTopic): Promise<void> {
+    if (identity.tenantId !== topic.workspaceId) throw Object.assign(new Error('forbidden'), { refusal: 'authz' });
+    const decision = await deps.authz.decide(principalOfDevice(identity), 'publish', { kind: 'resource', id: topic.channelId });
+    if (!decision.allowed) throw Object.assign(new Error('forbidden'), { refusal: 'authz' });
+  }
+
+  function refuse(packet: PublishPacket, err: Error, done: (err?: Error | null) => void): void {
+    const kind = classify(err);
+    if (kind === 'transient') {
+      log.warn('mqtt publish not stored; closing the connection so the client retries', { err: err.message });
+      return done(err);
+    }
+    metrics.counters.errors[kind]++;
+    log.debug('mqtt publish refused', { topic: packet.topic, reason: err.message });
+    if (kind === 'auth' || deps.denyAction === 'disconnect') return done(err);
+    dropped.add(packet);
+    done(null);
+  }
+
+  function authorizeSubscribe(client: Client, sub: Subscription, done: (err: Error | null, sub?: Subscription | null) => void): void {
+    const session = sessions.get(client);
+    const filter = parseSubscribeFilter(sub.topic);
+    if (!session || !filter) {
+      metrics.counters.errors.authz++;
+      return done(null, null);
+    }
+    messaging.authorizeSubscribe({ device: session.identity }, filter.workspaceId, filter.channelId).then(
+      () => done(null, sub),
+      (err: unknown) => {
+        const appErr = toAppError(err);
+        if (TRANSIENT.has(appErr.kind)) log.warn('mqtt subscribe authorization unavailable', { err: appErr.message });
+        else metrics.counters.errors.authz++;
+        // A refused filter gets 0x80 in its SUBACK slot; the other filters of the packet are unaffected.
+        done(null, null);
+      },
+    );
+  }
+
+  return {
+    authenticate,
+    authorizePublish,
+    authorizeSubscribe,
+    isDropped: (packet: object) => dropped.has(packet),
+    identityOf: (client: Client) => sessions.get(client)?.identity,
+    keyOf: (client: Client) => sessions.get(client)?.key,
+    /** Resolves when every PUBLISH being stored has been answered (shutdown waits for this). */
+    async settle(): Promise<void> {
+      while (inFlight.size) await Promise.allSettled([...inFlight]);
+    },
+  };
+}
+
+function classify(err: Error): 'auth' | 'authz' | 'packet' | 'transient' {
+  const refusal = (err as { refusal?: 'auth' | 'authz' | 'packet' }).refusal;
+  if (refusal) return refusal;
+  const appErr: AppError = toAppError(err);
+  if (TRANSIENT.has(appErr.kind)) return 'transient';
+  if (appErr.kind === 'UNAUTHENTICATED') return 'auth';
+  if (PACKET.has(appErr.kind)) return 'packet';
+  return 'authz';
+}
+
+export type Hooks = ReturnType<typeof createHooks>;

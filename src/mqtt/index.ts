@@ -1,0 +1,3 @@
+// The MQTT domain's public face: the broker the composition root starts and the broker admin reads.
+export { createMqttBroker, type MqttBroker, type MqttConfig, type MqttSnapshot } from './broker.js';
+export { channelTopic, parsePublishTopic, parseSubscribeFilter } from './topics.js';

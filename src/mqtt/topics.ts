@@ -1,0 +1,44 @@
+// MQTT topic grammar of the messaging domain: m/<workspace_id>/c/<channel_id>[/<subtopic>] for publish,
+// and subscription filters whose wildcards stay inside one channel.
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+export interface ChannelTopic {
+  workspaceId: string;
+  channelId: string;
+  /** The levels after the channel joined with '/', or null when there are none. */
+  subtopic: string | null;
+}
+
+/** A publish topic, or null when it is not a channel topic (wildcards are refused by aedes before this). */
+export function parsePublishTopic(topic: string): ChannelTopic | null {
+  const levels = topic.split('/');
+  if (levels.length < 4 || levels[0] !== 'm' || levels[2] !== 'c') return null;
+  const [, workspaceId, , channelId] = levels as [string, string, string, string];
+  if (!UUID.test(workspaceId) || !UUID.test(channelId)) return null;
+  const rest = levels.slice(4);
+  if (rest.some((l) => l === '')) return null;
+  return { workspaceId, channelId, subtopic: rest.length ? rest.join('/') : null };
+}
+
+/**
+ * The channel a subscription filter stays within, or null. Workspace and channel must be literal ids:
+ * `+` or `#` there would reach channels the device was never authorised for, so only the levels after
+ * the channel may hold wildcards (`m/<ws>/c/<ch>/#` also matches the channel topic itself).
+ */
+export function parseSubscribeFilter(filter: string): ChannelTopic | null {
+  const levels = filter.split('/');
+  if (levels.length < 4 || levels[0] !== 'm' || levels[2] !== 'c') return null;
+  const [, workspaceId, , channelId] = levels as [string, string, string, string];
+  if (!UUID.test(workspaceId) || !UUID.test(channelId)) return null;
+  const rest = levels.slice(4);
+  for (let i = 0; i < rest.length; i++) {
+    const l = rest[i] as string;
+    if (l === '#' && i !== rest.length - 1) return null;
+    if (l !== '#' && l !== '+' && (l === '' || l.includes('#') || l.includes('+'))) return null;
+  }
+  return { workspaceId, channelId, subtopic: rest.length ? rest.join('/') : null };
+}
+
+export function channelTopic(workspaceId: string, channelId: string, subtopic: string | null): string {
+  return subtopic ? `m/${workspaceId}/c/${channelId}/${subtopic}` : `m/${workspaceId}/c/${channelId}`;
+}

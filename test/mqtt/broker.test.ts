@@ -1,0 +1,183 @@
+// The MQTT broker against real auth (shared keys in PostgreSQL) and a scripted pipeline: CONNECT refusals,
+// publish refusal semantics, subscribe filters, QoS 1, retained messages, persistent sessions, fan-out of
+// HTTP messages, transient storage failures and the counters. The real pipeline: integration.test.ts.
+import t from 'tap';
+import type { DeviceIdentity } from '../../src/auth/index.js';
+import { forbidden, invalidInput, unavailable } from '../../src/errors.js';
+import type { Messaging, PublishInput, StoredListener, StoredMessage } from '../../src/messaging/index.js';
+import { createMqttBroker, type MqttBroker } from '../../src/mqtt/index.js';
+import { insertTenant, startAuthService } from '../helpers/auth.js';
+import { testLogger } from '../helpers/service.js';
+import { connect, createDevice, deviceClient, inbox, publish, sleep, subscribe, waitUntil } from './helpers.js';
+
+const WS = '6f1c9d2e-1111-4a55-9d55-000000000001';
+const CH = '6f1c9d2e-2222-4a55-9d55-000000000002';
+const OTHER = '6f1c9d2e-3333-4a55-9d55-000000000003';
+
+/** A pipeline whose decisions are a set of `${entity}:${channel}:${action}` and that keeps what it stores. */
+function scriptedPipeline() {
+  const grants = new Set<string>();
+  const stored: { device: string; input: PublishInput }[] = [];
+  const listeners = new Set<StoredListener>();
+  let failing = false;
+  const pipeline: Pick<Messaging, 'publishAsDevice' | 'authorizeSubscribe' | 'onStored'> = {
+    async publishAsDevice(device: DeviceIdentity, input: PublishInput) {
+      if (failing) throw unavailable('database unavailable', 1);
+      if (!grants.has(`${device.entityId}:${input.channelId}:publish`)) throw forbidden();
+      let records: { n: string; v: number }[];
+      try {
+        records = JSON.parse(input.payload.toString());
+      } catch {
+        throw invalidInput('malformed JSON');
+      }
+      stored.push({ device: device.entityId, input });
+      const messages = records.map((r) => message(input.channelId, device.entityId, input.protocol, r));
+      for (const l of listeners) l(messages, { workspaceId: input.workspaceId, channelId: input.channelId, subtopic: input.subtopic ?? null });
+      return { stored: messages.length, messages };
+    },
+    async authorizeSubscribe(subject, _ws, channelId) {
+      const id = 'device' in subject ? subject.device.entityId : subject.principal.entityId;
+      if (!grants.has(`${id}:${channelId}:subscribe`)) throw forbidden();
+    },
+    onStored(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+  };
+  return { pipeline, grants, stored, listeners, fail: (on: boolean) => { failing = on; } };
+}
+
+function message(channel: string, publisher: string, protocol: StoredMessage['protocol'], r: { n: string; v: number }): StoredMessage {
+  return { channel, publisher, protocol, subtopic: null, name: r.n, unit: null, time: 1, value: r.v, stringValue: null, boolValue: null, dataValue: null, sum: null };
+}
+
+t.test('MQTT broker hooks, delivery and sessions', async (t) => {
+  const ts = await startAuthService(t);
+  const tenant = await insertTenant(ts, 'mqtt-fleet');
+  const [a, b, c] = await Promise.all(['dev-a', 'dev-b', 'dev-c'].map((n) => createDevice(ts, tenant, n)));
+  const script = scriptedPipeline();
+  script.grants.add(`${a!.id}:${CH}:publish`).add(`${a!.id}:${CH}:subscribe`).add(`${b!.id}:${CH}:subscribe`).add(`${c!.id}:${CH}:subscribe`);
+  const broker: MqttBroker = await createMqttBroker({
+    auth: ts.service.auth, messaging: script.pipeline, authz: ts.service.authz, log: testLogger(),
+    config: { denyAction: 'ignore', revalidateSecs: 0 },
+  });
+  t.teardown(() => broker.close(1000));
+  const port = await broker.listen('127.0.0.1', 0);
+  const topic = `m/${WS}/c/${CH}`;
+
+  await t.test('CONNECT: key is the password, entity id the username', async (t) => {
+    await t.rejects(connect(t, port, { username: a!.id, password: 'not-the-key-at-all' }), { code: 4 }, 'wrong key: bad username or password');
+    await t.rejects(connect(t, port, { username: b!.id, password: a!.key }), { code: 4 }, "another device's key");
+    await t.rejects(connect(t, port, {}), { code: 4 }, 'no credentials');
+    await t.resolves(deviceClient(t, port, a!), 'id + own key');
+  });
+
+  await t.test('QoS 1 publish is stored before it is acknowledged and forwarded', async (t) => {
+    const sub = await deviceClient(t, port, b!);
+    t.same(await subscribe(sub, `${topic}/#`, 1), [1]);
+    const box = inbox(sub);
+    const pub = await deviceClient(t, port, a!);
+    await publish(pub, `${topic}/temp`, JSON.stringify([{ n: 'temp', v: 21 }]), { qos: 1 });
+    t.equal(script.stored.at(-1)?.input.subtopic, 'temp', 'stored (with its subtopic) when PUBACK arrived');
+    t.equal(script.stored.at(-1)?.input.protocol, 'mqtt');
+    const [got] = await box.waitFor(1);
+    t.match(got, { topic: `${topic}/temp`, qos: 1, payload: JSON.stringify([{ n: 'temp', v: 21 }]) });
+  });
+
+  await t.test('refused publishes are acknowledged and dropped (ignore), nothing stored or forwarded', async (t) => {
+    const sub = await deviceClient(t, port, c!);
+    await subscribe(sub, topic, 1);
+    const box = inbox(sub);
+    const pub = await deviceClient(t, port, b!);
+    const before = script.stored.length;
+    const snap0 = await broker.snapshot();
+    await publish(pub, topic, JSON.stringify([{ n: 'x', v: 1 }]), { qos: 1 });
+    await publish(pub, `m/${WS}/c/not-a-uuid`, '[]', { qos: 1 });
+    await publish(pub, 'sensors/raw', '[]', { qos: 0 });
+    const a1 = await deviceClient(t, port, a!);
+    await publish(a1, topic, 'not json', { qos: 1 });
+    await sleep(100);
+    t.equal(script.stored.length, before, 'nothing stored');
+    t.equal(box.messages.length, 0, 'nothing forwarded');
+    t.ok(pub.connected && a1.connected, 'clients stay connected');
+    const snap = await broker.snapshot();
+    t.equal(snap.errors.authz - snap0.errors.authz, 3, 'no grant, bad channel id, topic outside m/...');
+    t.equal(snap.errors.packet - snap0.errors.packet, 1, 'invalid payload');
+  });
+
+  await t.test('subscribe filters stay within a channel the device may subscribe to', async (t) => {
+    const sub = await deviceClient(t, port, b!);
+    t.same(await subscribe(sub, [topic, `${topic}/+/x`, `m/${WS}/c/${OTHER}`, `m/${WS}/c/+`, `m/+/c/${CH}`, '#', '$SYS/#'], 1),
+      [1, 1, 128, 128, 128, 128, 128]);
+    t.same(await subscribe(sub, topic, 2), [2], 'QoS 2 granted');
+  });
+
+  await t.test('retained message reaches a late subscriber', async (t) => {
+    const pub = await deviceClient(t, port, a!);
+    await publish(pub, `${topic}/state`, JSON.stringify([{ n: 'state', v: 1 }]), { qos: 1, retain: true });
+    const late = await deviceClient(t, port, c!);
+    const box = inbox(late);
+    await subscribe(late, `${topic}/state`, 1);
+    const [got] = await box.waitFor(1);
+    t.match(got, { topic: `${topic}/state`, retain: true });
+    t.equal((await broker.snapshot()).subscriptions.retained_messages, 1);
+  });
+
+  await t.test('persistent session receives what was published while offline', async (t) => {
+    const clientId = `persistent-${Date.now()}`;
+    const first = await deviceClient(t, port, b!, { clientId, clean: false });
+    await subscribe(first, topic, 1);
+    await new Promise<void>((r) => first.end(false, {}, () => r()));
+    const pub = await deviceClient(t, port, a!);
+    await publish(pub, topic, JSON.stringify([{ n: 'offline', v: 7 }]), { qos: 1 });
+    const again = await deviceClient(t, port, b!, { clientId, clean: false });
+    const box = inbox(again);
+    const [got] = await box.waitFor(1);
+    t.equal(JSON.parse(got!.payload)[0].n, 'offline');
+    t.ok((await broker.snapshot()).sessions.total >= 1);
+  });
+
+  await t.test('HTTP and CoAP messages are delivered to MQTT subscribers as resolved SenML', async (t) => {
+    const sub = await deviceClient(t, port, b!);
+    await subscribe(sub, `${topic}/room`, 1);
+    await subscribe(sub, topic, 1);
+    const box = inbox(sub);
+    for (const l of script.listeners) {
+      l([message(CH, a!.id, 'http', { n: 'http-temp', v: 3 })], { workspaceId: WS, channelId: CH, subtopic: 'room' });
+      l([message(CH, a!.id, 'mqtt', { n: 'loop', v: 0 })], { workspaceId: WS, channelId: CH, subtopic: null });
+    }
+    const [got] = await box.waitFor(1);
+    t.equal(got!.topic, `${topic}/room`);
+    t.same(JSON.parse(got!.payload), [{ n: 'http-temp', t: 1, v: 3 }]);
+    await sleep(100);
+    t.equal(box.messages.length, 1, 'MQTT-originated messages are not published twice');
+  });
+
+  await t.test('storage unavailable: no PUBACK, the connection closes so the client resends', async (t) => {
+    const pub = await deviceClient(t, port, a!);
+    script.fail(true);
+    const closed = new Promise<void>((r) => pub.once('close', () => r()));
+    let acked = false;
+    pub.publish(topic, JSON.stringify([{ n: 'lost?', v: 1 }]), { qos: 1 }, (err) => { acked = !err; });
+    await closed;
+    script.fail(false);
+    await sleep(50);
+    t.notOk(acked, 'not acknowledged');
+  });
+
+  await t.test('counters', async (t) => {
+    const live = await deviceClient(t, port, c!);
+    await subscribe(live, [topic, `${topic}/x`], 1);
+    const s = await broker.snapshot();
+    t.equal(s.connections.current, 1);
+    t.equal(s.connections.total - s.connections.disconnections, 1);
+    t.equal(s.subscriptions.active, 2);
+    t.same(s.sessions, { connected: 1, total: 2 }, 'this client and the persistent session of the earlier test');
+    t.ok(s.connections.total >= 10 && s.connections.current >= 1);
+    t.ok(s.messages.publish_received >= 5 && s.messages.publish_sent >= 4);
+    t.ok(s.messages.received > s.messages.publish_received && s.messages.sent > s.messages.publish_sent);
+    t.ok(s.bytes.received > 0 && s.bytes.sent > 0);
+    t.ok(s.errors.auth >= 3);
+    t.ok(s.subscriptions.active >= 1);
+  });
+});
