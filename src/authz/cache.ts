@@ -130,7 +130,16 @@ export function createAuthzCache(limits: CacheLimits): AuthzCache {
       pending.clear();
       if (ids.size === 0) return 0;
       // Decisions are not scanned: each one checks the stale flags of the facts it was built from.
-      return dropWhere(grants, ids) + dropWhere(policies, ids) + dropWhere(objects, ids) + dropWhere(tenants, ids) + dropWhere(ceilings, ids);
+      // Policies first: subjects whose shared policy just went stale go with it.
+      let dropped = dropWhere(policies, ids);
+      for (const [key, g] of grants.entries()) {
+        if (g.policy.stale) {
+          markStale(g);
+          grants.delete(key);
+          dropped++;
+        }
+      }
+      return dropped + dropWhere(grants, ids) + dropWhere(objects, ids) + dropWhere(tenants, ids) + dropWhere(ceilings, ids);
     },
     clear() {
       generation++;

@@ -92,9 +92,15 @@ export function compilePolicy(rows: BindingRow[], signature: string, expiresAt: 
 }
 
 export function compileGrants(subject: SubjectFacts, rows: BindingRow[], policy: CompiledPolicy, expiresAt: number): SubjectGrants {
-  const refs = new Set<string>([subject.id, ...policy.refs]);
+  // The policy's own ids (roles, blocks, groups) stay on the shared policy: invalidating one of them marks
+  // the policy stale, and a subject whose policy is stale counts as stale too. Only what is the
+  // subject's own is listed here, so an entry stays small however many blocks it reaches.
+  const refs = new Set<string>([subject.id]);
   if (subject.tenantId) refs.add(subject.tenantId);
-  for (const r of rows) refs.add(r.grant_id);
+  for (const r of rows) {
+    refs.add(r.grant_id);
+    if (r.via_group_id) refs.add(r.via_group_id);
+  }
   return { stale: false, expiresAt, subject, policy, refs };
 }
 

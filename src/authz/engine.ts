@@ -29,6 +29,10 @@ export interface Evaluation {
 
 export interface Engine {
   authorize(request: AuthorizeRequest): Promise<Decision>;
+  /** The memoised decision, synchronously, or undefined (then call authorize): the hot path's shortcut. */
+  peek(request: AuthorizeRequest): Decision | undefined;
+  /** Cached facts of an object, synchronously, or undefined when not cached. */
+  peekObject(kind: string, id: string): ObjectFacts | undefined;
   /** authorize without the decision memo (benchmarks measure evaluation with cached facts this way). */
   authorizeUncached(request: AuthorizeRequest): Promise<Decision>;
   gather(request: AuthorizeRequest): Promise<Gathered>;
@@ -101,7 +105,7 @@ export function createEngine(deps: { sql: Queryable; cache: AuthzCache; now?: ()
 
   function loadGrants(subjectId: string): Promise<SubjectGrants | null> {
     const hit = fresh(cache.grants.get(subjectId));
-    if (hit) return Promise.resolve(hit);
+    if (hit && !hit.policy.stale) return Promise.resolve(hit);
     return cache.dedupe(`s:${subjectId}`, async () => {
       const gen = cache.generation;
       const row = await selectSubject(sql, subjectId);
@@ -275,10 +279,21 @@ export function createEngine(deps: { sql: Queryable; cache: AuthzCache; now?: ()
   }
 
   function valid(hit: CachedDecision): boolean {
-    return !hit.grants.stale && !(hit.facts?.stale) && !(hit.tenant?.stale) && !(hit.ceiling?.stale) && hit.expiresAt > now();
+    return !hit.grants.stale && !hit.grants.policy.stale && !(hit.facts?.stale) && !(hit.tenant?.stale) && !(hit.ceiling?.stale) && hit.expiresAt > now();
+  }
+
+  function peek(r: AuthorizeRequest): Decision | undefined {
+    if (!usable()) return undefined;
+    const hit = cache.decisions.get(decisionKey(r));
+    return hit && valid(hit) ? hit.decision : undefined;
   }
 
   return {
+    peek,
+    peekObject(kind, id) {
+      const hit = fresh(cache.objects.get(id));
+      return hit && hit.kind === kind ? hit : undefined;
+    },
     authorize(r) {
       let key: string | null = null;
       if (usable() && typeof r.subjectId === 'string' && typeof r.action === 'string' && r.object) {

@@ -16,7 +16,7 @@ import type { World } from './helpers/world.js';
 
 const world: World = {
   tenants: { acme: {} },
-  entities: { ann: { kind: 'human' }, bo: { kind: 'human' }, dev: { kind: 'device', tenant: 'acme' } },
+  entities: { ann: { kind: 'human' }, bo: { kind: 'human' }, cy: { kind: 'human' }, dev: { kind: 'device', tenant: 'acme' } },
   resources: { ch: { kind: 'channel', tenant: 'acme' }, ch2: { kind: 'channel', tenant: 'acme' } },
   groups: { og: { type: 'object', tenant: 'acme' }, og2: { type: 'object', tenant: 'acme' } },
   objectMembers: [['og2', 'ch2']],
@@ -27,7 +27,7 @@ const world: World = {
     ogRead: { scope: 'group_descendant_objects', tenant: 'acme', group: 'og', objectKind: 'resource', actions: ['read'] },
   },
   roles: { reader: { tenant: 'acme', blocks: ['read'] }, 'og-reader': { tenant: 'acme', blocks: ['ogRead'] } },
-  assignments: [{ entity: 'ann', role: 'reader', tenant: 'acme' }, { entity: 'bo', role: 'og-reader', tenant: 'acme' }],
+  assignments: [{ entity: 'ann', role: 'reader', tenant: 'acme' }, { entity: 'bo', role: 'og-reader', tenant: 'acme' }, { entity: 'cy', role: 'reader', tenant: 'acme' }],
   policies: [{ entity: 'dev', block: 'pub', tenant: 'acme' }],
   credentials: {},
 };
@@ -64,6 +64,19 @@ t.test('memoised decisions, invalidation by id, races and reconnects', async (t)
   await sql`update groups set parent_id = ${ids.og as string} where id = ${ids.og2 as string}`;
   await authz.invalidate({ kind: 'groups', groupIds: [ids.og2 as string] });
   t.ok((await authz.authorize(ask('bo', 'read', 'ch2'))).allowed, 'nested containment follows the new parent');
+
+  // Subjects holding the same role share one compiled policy; changing the role reaches all of them.
+  const shared = { subjectId: ids.cy as string, action: 'read', object: { kind: 'resource' as const, id: ids.ch as string } };
+  await sql`insert into role_assignments (tenant_id, subject_kind, entity_id, role_id) values (${ids.acme as string}, 'entity', ${ids.ann as string}, ${ids.reader as string})`;
+  await authz.invalidate({ kind: 'subjects', entityIds: [ids.ann as string] });
+  t.ok((await authz.authorize(annRead)).allowed);
+  t.ok((await authz.authorize(shared)).allowed);
+  const policies = authz.stats().policies;
+  await sql`delete from role_permission_blocks where role_id = ${ids.reader as string}`;
+  await authz.invalidate({ kind: 'roles', roleIds: [ids.reader as string] });
+  t.equal(authz.stats().policies, policies - 1, 'the shared policy is dropped once');
+  t.notOk((await authz.authorize(annRead)).allowed, 'both holders lose the grant');
+  t.notOk((await authz.authorize(shared)).allowed);
 
   // A load that raced an invalidation is used once but never cached: replies are held back 50 ms so the
   // invalidation lands while the subject's rows are in flight.
