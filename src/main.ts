@@ -29,6 +29,9 @@ import { createProfilesService, profilesGraphqlModule } from './profiles/index.j
 import { createMembersService, createTenantsService, tenantsGraphqlModule } from './tenants/index.js';
 import { createGroupService, createMembershipService, groupsGraphqlModule } from './groups/index.js';
 import { createResourceService, resourcesGraphqlModule } from './resources/index.js';
+import { createPolicyServices, policiesGraphqlModule } from './policies/index.js';
+import { createAssignmentService, createRoleService, rolesGraphqlModule } from './roles/index.js';
+import { auditGraphqlModule, createAuditReader, registerAuditRoutes } from './audit/index.js';
 import type { Invalidation } from './authz/types.js';
 
 export type ListenerName = 'http' | 'messaging' | 'reader' | 'broker_admin' | 'mqtt' | 'coap' | 'grpc';
@@ -141,10 +144,15 @@ export async function startService(env: Record<string, string | undefined>, opti
     const resources = createResourceService({ sql, authz, audit, invalidate, lists });
     const groups = createGroupService({ sql, authz, audit, invalidate, lists });
     const groupMembership = createMembershipService({ sql, authz, audit, invalidate });
+    const policies = createPolicyServices({ sql, authz, audit, invalidate, lists });
+    const roles = createRoleService({ sql, authz, audit, invalidate, lists });
+    const roleAssignments = createAssignmentService({ sql, authz, audit, invalidate, lists });
+    const auditReader = createAuditReader({ sql, authz, audit, lists });
 
     const schema = buildSchema([baseGraphqlModule(), auth.graphqlModule(), authzGraphqlModule(authzRuntime),
       identityGraphqlModule(identity), tenantsGraphqlModule(tenants, members), profilesGraphqlModule(profiles),
-      resourcesGraphqlModule(resources), groupsGraphqlModule(groups, groupMembership)]);
+      resourcesGraphqlModule(resources), groupsGraphqlModule(groups, groupMembership),
+      rolesGraphqlModule(roles, roleAssignments), policiesGraphqlModule(policies), auditGraphqlModule(auditReader)]);
     const graphql = createGraphqlExecutor(schema, {
       introspection: config.graphql.introspection,
       maxDepth: config.graphql.maxDepth,
@@ -159,6 +167,7 @@ export async function startService(env: Record<string, string | undefined>, opti
     auth.registerRoutes(http);
     registerGraphqlRoute(http, { executor: graphql, authenticate, bodyLimit: config.graphql.bodyLimitBytes });
     registerAuthzRoutes(http, { runtime: authzRuntime, authenticate, bodyLimit: config.authz.bodyLimitBytes });
+    registerAuditRoutes(http, { reader: auditReader, authenticate });
     if (config.listeners.http) servers.set('http', { server: http, addr: config.listeners.http });
 
     const ports: Service['ports'] = {};

@@ -1,9 +1,20 @@
-// Assigning a role to an entity: the tenant rule, guardrails, the insert and its audit, in one place.
+// Assigning a role to a subject (an entity or a principal group): the tenant rule, guardrails and the
+// insert, in one place, inside the caller's transaction (role management and tenant membership alike).
 import type { Principal } from '../auth/principal.js';
-import type { AuthzService } from '../authz/index.js';
+import type { AuthzService, GuardrailResult } from '../authz/index.js';
 import type { Queryable } from '../db/client.js';
 import { invalidInput, notFound } from '../errors.js';
+import { lockPrincipalGroup } from '../policies/index.js';
 import * as q from './assignment-queries.js';
+
+export interface AssignRoleTo {
+  tenantId: string | null;
+  subject: { kind: 'entity' | 'group'; id: string };
+  roleId: string;
+  actor: Principal;
+  operation: string;
+  requestId?: string | null;
+}
 
 export interface AssignRole {
   tenantId: string | null;
@@ -14,25 +25,45 @@ export interface AssignRole {
   requestId?: string | null;
 }
 
+export interface Assigned {
+  id: string;
+  /** false: the subject already held the role in this tenant (nothing changed). */
+  created: boolean;
+  role: q.RoleRef;
+  /** Overrides to audit (authz.recordOverrides) once the transaction committed. */
+  guard: GuardrailResult;
+}
+
 /**
- * Inside the caller's transaction. The role's tenant must match the assignment's tenant (cross-tenant
- * only for platform roles), and the grant must pass the guardrails for the entity's kind. Returns the
- * assignment id and the overrides to audit once the transaction committed.
+ * The role's tenant must match the assignment's (cross-tenant only for platform roles), and the grant must
+ * pass the guardrails for every entity kind it reaches. The role is locked FOR SHARE (a concurrent change
+ * of its blocks waits, or has committed and is judged here), and so is a principal group subject: a
+ * concurrent addGroupMember locks it FOR UPDATE first, so a newcomer is either seen here or judged there.
  */
-export async function assignRoleToEntity(tx: Queryable, authz: AuthzService, a: AssignRole) {
-  const role = await q.findRole(tx, a.roleId);
+export async function assignRole(tx: Queryable, authz: AuthzService, a: AssignRoleTo): Promise<Assigned> {
+  const role = await q.lockRole(tx, a.roleId);
   if (!role || role.deleted_at) throw notFound('role');
   if (role.tenant_id !== null && role.tenant_id !== a.tenantId) {
     throw invalidInput('role assignment tenantId must match role tenantId');
   }
+  if (a.subject.kind === 'group' && !(await lockPrincipalGroup(tx, a.subject.id))) throw notFound('subject group');
   const guard = await authz.checkGrant(tx, {
     tenantId: a.tenantId,
-    subject: { kind: 'entity', id: a.entityId },
+    subject: a.subject,
     blocks: await q.roleBlockIds(tx, role.id),
     actor: a.actor,
     operation: a.operation,
     requestId: a.requestId ?? null,
   });
-  const id = await q.insertEntityRoleAssignment(tx, { tenantId: a.tenantId, entityId: a.entityId, roleId: role.id, by: a.actor.entityId });
-  return { id, role, guard };
+  const { id, created } = await q.insertRoleAssignment(tx, {
+    tenantId: a.tenantId, subjectKind: a.subject.kind, subjectId: a.subject.id, roleId: role.id, by: a.actor.entityId,
+  });
+  return { id, created, role, guard };
+}
+
+/** Tenant membership's entry point (adding a member with a role, accepting an invitation with one). */
+export function assignRoleToEntity(tx: Queryable, authz: AuthzService, a: AssignRole): Promise<Assigned> {
+  return assignRole(tx, authz, {
+    tenantId: a.tenantId, subject: { kind: 'entity', id: a.entityId }, roleId: a.roleId, actor: a.actor, operation: a.operation, requestId: a.requestId ?? null,
+  });
 }

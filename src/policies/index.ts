@@ -1,0 +1,31 @@
+// The access-model domain (permission blocks, direct policies, actions, guardrail rules): what other domains and the composition root use.
+import type { AuditWriter } from '../audit/writer.js';
+import type { AuthzService, Invalidation } from '../authz/index.js';
+import type { Sql } from '../db/client.js';
+import { createActionService } from './actions.js';
+import { createBlockService } from './blocks.js';
+import { createDirectPolicyService } from './direct-policies.js';
+import type { PolicyServices } from './resolvers.js';
+import { createRuleService } from './rules.js';
+
+export { policiesGraphqlModule, type PolicyServices } from './resolvers.js';
+export { createModelGate, POLICY_READ, ROLE_READ, type ModelGate } from './gate.js';
+export { blockJson, type BlockRow } from './block-queries.js';
+export { toBlock, listOf } from './mapping.js';
+export { loadSubject, reachOf, requireSubjectInTenant, SUBJECT_KINDS, MEMBER_INVALIDATION_CAP, type SubjectKind } from './subjects.js';
+export { lockPrincipalGroup, lockPrincipalGroups, memberIds, type SubjectRow } from './subject-queries.js';
+
+export function createPolicyServices(deps: {
+  sql: Sql;
+  authz: AuthzService;
+  audit: AuditWriter;
+  invalidate: (change: Invalidation) => Promise<void>;
+  lists: { defaultLimit: number; maxLimit: number };
+}): PolicyServices {
+  return {
+    blocks: createBlockService(deps),
+    directPolicies: createDirectPolicyService(deps),
+    actions: createActionService(deps),
+    rules: createRuleService(deps),
+  };
+}

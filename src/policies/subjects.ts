@@ -1,0 +1,48 @@
+// Grant subjects: an entity or a principal group, the tenant rule every grant obeys, and which cached
+// decisions a grant change reaches.
+import type { Invalidation } from '../authz/index.js';
+import type { Queryable } from '../db/client.js';
+import { invalidInput, notFound } from '../errors.js';
+import * as v from '../validate.js';
+import { findSubject, memberIds, type SubjectRow } from './subject-queries.js';
+
+export const SUBJECT_KINDS = ['entity', 'group'] as const;
+export type SubjectKind = (typeof SUBJECT_KINDS)[number];
+
+/** Above this many members, a change to a group's grants drops every cached decision instead of listing them. */
+export const MEMBER_INVALIDATION_CAP = 5000;
+
+export async function loadSubject(sql: Queryable, kindValue: unknown, idValue: unknown): Promise<SubjectRow> {
+  const kind = v.oneOf('subjectKind', kindValue, SUBJECT_KINDS);
+  const row = await findSubject(sql, kind, v.uuid('subjectId', idValue));
+  if (!row || row.deleted) throw notFound(kind === 'entity' ? 'subject entity' : 'subject group');
+  if (kind === 'group' && row.sub_kind !== 'principal') {
+    throw invalidInput('subjectId must be a principal group: object groups are boundaries, never subjects');
+  }
+  return row;
+}
+
+/**
+ * SPEC.md: the grant's tenant must match the subject's tenant context; cross-tenant grants only for
+ * platform roles (or platform-wide blocks). Global entities (humans, platform services) have no home
+ * tenant and gain access to tenants exactly this way; a platform-wide principal group is not in a tenant.
+ */
+export function requireSubjectInTenant(subject: SubjectRow, tenantId: string | null, platformGrant: boolean): void {
+  if (platformGrant) return;
+  if (subject.kind === 'entity' && (subject.tenant_id === null || subject.tenant_id === tenantId)) return;
+  if (subject.kind === 'group' && subject.tenant_id === tenantId) return;
+  throw invalidInput(subject.tenant_id === null
+    ? 'a platform-wide principal group receives only platform grants (platform roles or platform-wide blocks)'
+    : 'the subject belongs to another tenant: cross-tenant grants are only for platform roles');
+}
+
+/**
+ * The cached decisions a new grant to this subject may change. A group that held nothing left no trace in
+ * its members' cached grants, so the members are named; a very large group drops everything.
+ */
+export async function reachOf(sql: Queryable, subject: { kind: SubjectKind; id: string }): Promise<Invalidation> {
+  if (subject.kind === 'entity') return { kind: 'subjects', entityIds: [subject.id] };
+  const members = await memberIds(sql, [subject.id], MEMBER_INVALIDATION_CAP);
+  if (members.length > MEMBER_INVALIDATION_CAP) return { kind: 'all' };
+  return { kind: 'subjects', entityIds: [subject.id, ...members] };
+}
