@@ -139,6 +139,34 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
     bodyLimitBytes: r.int('SVC_AUTHZ_BODY_LIMIT_BYTES', 65_536, 1024, 16_777_216),
   };
 
+  // Device messaging (issue 7): publish size, group commit, reader paging, live sockets, partitions.
+  const messaging = {
+    maxMessageBytes: r.int('SVC_MESSAGING_MAX_MESSAGE_BYTES', 262_144, 64, 16_777_216),
+    maxRecords: r.int('SVC_MESSAGING_MAX_RECORDS', 1000, 1, 1_000_000),
+    writer: {
+      batchSize: r.int('SVC_MESSAGING_BATCH_SIZE', 2000, 1, 100_000),
+      batchWaitMs: r.int('SVC_MESSAGING_BATCH_WAIT_MS', 0, 0, 10_000),
+      connections: r.int('SVC_MESSAGING_WRITER_CONNECTIONS', 2, 1, 64),
+      maxQueue: r.int('SVC_MESSAGING_MAX_QUEUE', 50_000, 1, 10_000_000),
+      writeTimeoutMs: r.int('SVC_MESSAGING_WRITE_TIMEOUT_MS', 5000, 10, 600_000),
+    },
+    reader: {
+      defaultLimit: r.int('SVC_READER_DEFAULT_LIMIT', 10, 1, 100_000),
+      maxLimit: r.int('SVC_READER_MAX_LIMIT', 1000, 1, 100_000),
+    },
+    live: {
+      maxBackpressureBytes: r.int('SVC_MESSAGING_WS_MAX_BACKPRESSURE_BYTES', 1_048_576, 1024, 1 << 30),
+      idleTimeoutSecs: r.int('SVC_MESSAGING_WS_IDLE_TIMEOUT_SECS', 120, 8, 960),
+    },
+    partitions: {
+      aheadDays: r.int('SVC_MESSAGES_PARTITIONS_AHEAD_DAYS', 7, 1, 366),
+      // 0 keeps messages forever; otherwise whole days older than this are dropped.
+      retentionDays: r.int('SVC_MESSAGES_RETENTION_DAYS', 0, 0, 36_500),
+      intervalSecs: r.int('SVC_MESSAGES_MAINTENANCE_INTERVAL_SECS', 3600, 1, 86_400),
+    },
+  };
+  if (messaging.reader.defaultLimit > messaging.reader.maxLimit) r.problem('SVC_READER_DEFAULT_LIMIT must not exceed SVC_READER_MAX_LIMIT');
+
   // MQTT broker, CoAP ingest, broker admin and the cluster node registry (issue 7).
   const broker = {
     redisUrl: r.url('SVC_REDIS_URL', undefined, true),
@@ -170,6 +198,7 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
     audit,
     customEndpoints,
     authz,
+    messaging,
     broker,
     metricsEnabled: r.bool('SVC_METRICS_ENABLED', true),
     shutdownTimeoutSecs: r.int('SVC_SHUTDOWN_TIMEOUT_SECS', 15, 1, 3600),

@@ -1,6 +1,7 @@
 // Composition root: config → database → workers → services → listeners. Nothing happens at import time;
 // run as a program it starts the service and stops it cleanly on SIGTERM/SIGINT.
 import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { createAuditWriter, type AuditWriter } from './audit/writer.js';
@@ -29,10 +30,14 @@ import { createProfilesService, profilesGraphqlModule } from './profiles/index.j
 import { createMembersService, createTenantsService, tenantsGraphqlModule } from './tenants/index.js';
 import { createGroupService, createMembershipService, groupsGraphqlModule } from './groups/index.js';
 import { createResourceService, resourcesGraphqlModule } from './resources/index.js';
+import { createMessaging, registerLiveRoute, registerPublishRoutes, registerReaderRoutes, type MessagingService } from './messaging/index.js';
 import { createPolicyServices, policiesGraphqlModule } from './policies/index.js';
 import { createAssignmentService, createRoleService, rolesGraphqlModule } from './roles/index.js';
 import { auditGraphqlModule, createAuditReader, registerAuditRoutes } from './audit/index.js';
 import type { Invalidation } from './authz/types.js';
+import { createNodeRegistry, registerBrokerAdminRoutes, type NodeRegistry } from './broker/index.js';
+import { createCoapServer } from './coap/index.js';
+import { createMqttBroker, type MqttBroker } from './mqtt/index.js';
 
 export type ListenerName = 'http' | 'messaging' | 'reader' | 'broker_admin' | 'mqtt' | 'coap' | 'grpc';
 
@@ -47,6 +52,11 @@ export interface Service {
   authz: AuthzService;
   auth: Auth;
   limiter: RateLimiter;
+  messaging: MessagingService;
+  /** This instance in the cluster node registry; isLeader() gates single-runner jobs of any domain. */
+  registry: NodeRegistry;
+  /** The MQTT broker, when SVC_MQTT_ADDR is not off. */
+  mqtt: MqttBroker | undefined;
   /** Bound ports by listener (port 0 in config resolves to the real one here). */
   ports: Partial<Record<ListenerName, number>>;
   stop(): Promise<void>;
@@ -123,6 +133,13 @@ export async function startService(env: Record<string, string | undefined>, opti
     closers.push({ name: 'auth', close: () => auth.close() });
     auth.registerHealth(health);
     const authenticate: Authenticate = auth.authenticate;
+    // Device messaging: one publish pipeline for HTTP, MQTT and CoAP. Closed after the listeners, so the
+    // writer commits what they accepted before the pool goes.
+    const messaging = createMessaging({
+      url, sql, auth, authz, settings: config.messaging, connectTimeoutSecs: config.database.connectTimeoutSecs, log,
+    });
+    closers.push({ name: 'messaging', close: () => messaging.close() });
+    await messaging.start();
     const authzRuntime = createCheckRuntime(authz);
 
     // One fan-out for every cache that may hold changed facts: decisions (authz) and verified tokens (auth).
@@ -169,6 +186,27 @@ export async function startService(env: Record<string, string | undefined>, opti
     registerAuthzRoutes(http, { runtime: authzRuntime, authenticate, bodyLimit: config.authz.bodyLimitBytes });
     registerAuditRoutes(http, { reader: auditReader, authenticate });
     if (config.listeners.http) servers.set('http', { server: http, addr: config.listeners.http });
+    const deviceAuth = { authenticate, authenticateDeviceKey: auth.authenticateDeviceKey };
+    const ingest = createHttpServer('messaging', log);
+    registerPublishRoutes(ingest, messaging);
+    closers.push({ name: 'live subscriptions', close: registerLiveRoute(ingest, messaging, { ...deviceAuth, log, settings: config.messaging.live }) });
+    if (config.listeners.messaging) servers.set('messaging', { server: ingest, addr: config.listeners.messaging });
+    const reader = createHttpServer('reader', log);
+    registerReaderRoutes(reader, messaging, deviceAuth);
+    if (config.listeners.reader) servers.set('reader', { server: reader, addr: config.listeners.reader });
+    // Broker (issue 7): node registry, MQTT broker over the same pipeline, broker admin on its own listener.
+    const b = config.broker;
+    const registry = createNodeRegistry({ url, sql, log, heartbeatMs: b.nodeHeartbeatMs, staleMs: b.nodeStaleMs, pruneMs: b.nodePruneSecs * 1000 });
+    const mqtt = config.listeners.mqtt ? await createMqttBroker({
+      auth, messaging, authz, log, config: {
+        denyAction: b.mqttDenyAction, revalidateSecs: b.mqttRevalidateSecs, brokerId: registry.nodeId,
+        redis: b.redisUrl ? { url: b.redisUrl, keyPrefix: b.redisKeyPrefix } : undefined,
+      },
+    }) : undefined;
+    if (mqtt) closers.push({ name: 'mqtt broker', close: () => mqtt.close(config.shutdownTimeoutSecs * 1000) });
+    const brokerAdmin = createHttpServer('broker_admin', log);
+    registerBrokerAdminRoutes(brokerAdmin, { mqtt, registry, writerStats: () => messaging.stats(), token: b.adminToken, log });
+    if (config.listeners.brokerAdmin) servers.set('broker_admin', { server: brokerAdmin, addr: config.listeners.brokerAdmin });
 
     const ports: Service['ports'] = {};
     for (const [name, { server, addr }] of servers) {
@@ -183,17 +221,30 @@ export async function startService(env: Record<string, string | undefined>, opti
       closers.push({ name: 'grpc listener', close: () => grpc.close(config.shutdownTimeoutSecs * 1000) });
       log.info('listening', { listener: 'grpc', host: config.listeners.grpc.host, port: ports.grpc });
     }
+    if (mqtt && config.listeners.mqtt) {
+      ports.mqtt = await mqtt.listen(config.listeners.mqtt.host, config.listeners.mqtt.port);
+      log.info('listening', { listener: 'mqtt', host: config.listeners.mqtt.host, port: ports.mqtt });
+    }
+    if (config.listeners.coap) {
+      const coap = createCoapServer({ messaging, log });
+      ports.coap = await coap.listen(config.listeners.coap.host, config.listeners.coap.port);
+      closers.push({ name: 'coap listener', close: () => coap.close(config.shutdownTimeoutSecs * 1000) });
+      log.info('listening', { listener: 'coap', host: config.listeners.coap.host, port: ports.coap });
+    }
+    await registry.start(b.nodeAddress ?? `${hostname()}:${ports.mqtt ?? ports.broker_admin ?? ports.http ?? 0}`);
+    closers.push({ name: 'node registry', close: () => registry.stop() });
     health.describe('http_ready', () => ports.http !== undefined);
     health.describe('grpc_ready', () => ports.grpc !== undefined);
 
     let stopping: Promise<void> | undefined;
     const service: Service = {
-      config, log, sql, hub, audit, workers, graphql, authz, auth, limiter, ports,
+      config, log, sql, hub, audit, workers, graphql, authz, auth, limiter, messaging, registry, mqtt, ports,
       stop() {
         return (stopping ??= (async () => {
           log.info('stopping: no new connections; finishing requests in flight');
           const all = [...servers.values()].map((s) => s.server);
           for (const s of all) s.stopAccepting();
+          mqtt?.stopAccepting();
           const drained = await Promise.all(all.map((s) => s.drain(config.shutdownTimeoutSecs * 1000)));
           if (drained.includes(false)) log.warn('shutdown timeout reached with requests still in flight');
           await stopAll();

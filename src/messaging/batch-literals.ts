@@ -1,0 +1,98 @@
+// Builds one batch's PostgreSQL array literals directly from stored messages: a few string appends per
+// record instead of postgres.js serialising fourteen JS arrays (measured: the larger half of the
+// writer's CPU per row).
+import type { BatchLiterals } from './queries.js';
+import type { StoredMessage } from './types.js';
+
+/** One publish in a batch: the messages of one SenML pack and where they came from. */
+export interface BatchItem {
+  workspaceId: string;
+  messages: StoredMessage[];
+}
+
+const NEEDS_ESCAPE = /["\\]/;
+const ESCAPE = /["\\]/g;
+
+/** An array element that may hold anything: always quoted, so 'NULL', commas and braces stay text. */
+function quoted(s: string): string {
+  return NEEDS_ESCAPE.test(s) ? `"${s.replace(ESCAPE, '\\$&')}"` : `"${s}"`;
+}
+
+function textOrNull(s: string | null): string {
+  return s === null ? 'NULL' : quoted(s);
+}
+
+function numOrNull(n: number | null | undefined): string {
+  return n === null || n === undefined ? 'NULL' : String(n);
+}
+
+function hasExtra(m: StoredMessage): boolean {
+  return m.stringValue !== null || m.boolValue !== null || m.dataValue !== null || m.sum !== null
+    || (m.updateTime !== null && m.updateTime !== undefined);
+}
+
+export function buildBatch(items: readonly BatchItem[]): BatchLiterals {
+  let workspaces = '';
+  let channels = '';
+  let publishers = '';
+  let protocols = '';
+  let subtopics = '';
+  let publish = '';
+  let names = '';
+  let units = '';
+  let times = '';
+  let values = '';
+  let extra = false;
+  let first = true;
+  for (let p = 0; p < items.length; p++) {
+    const item = items[p] as BatchItem;
+    const head = item.messages[0] as StoredMessage;
+    const sep = p === 0 ? '' : ',';
+    // uuids and protocol names never need quoting.
+    workspaces += sep + item.workspaceId;
+    channels += sep + head.channel;
+    publishers += sep + head.publisher;
+    protocols += sep + head.protocol;
+    subtopics += sep + textOrNull(head.subtopic);
+    const number = String(p + 1);
+    for (const m of item.messages) {
+      const s = first ? '' : ',';
+      first = false;
+      publish += s + number;
+      // Names are limited to SenML's character set: no quote or backslash can occur.
+      names += `${s}"${m.name}"`;
+      units += s + textOrNull(m.unit);
+      times += s + String(m.time);
+      values += s + numOrNull(m.value);
+      if (!extra && hasExtra(m)) extra = true;
+    }
+  }
+  return {
+    workspaces: `{${workspaces}}`, channels: `{${channels}}`, publishers: `{${publishers}}`, protocols: `{${protocols}}`,
+    subtopics: `{${subtopics}}`, publish: `{${publish}}`, names: `{${names}}`, units: `{${units}}`, times: `{${times}}`,
+    values: `{${values}}`, extra: extra ? buildExtra(items) : null,
+  };
+}
+
+/** The rarer columns, built only for batches that need them. */
+function buildExtra(items: readonly BatchItem[]): NonNullable<BatchLiterals['extra']> {
+  let strings = '';
+  let bools = '';
+  let data = '';
+  let sums = '';
+  let updateTimes = '';
+  let first = true;
+  for (const item of items) {
+    for (const m of item.messages) {
+      const s = first ? '' : ',';
+      first = false;
+      strings += s + textOrNull(m.stringValue);
+      bools += s + (m.boolValue === null ? 'NULL' : m.boolValue ? 't' : 'f');
+      // base64url: no quoting needed, but quoted anyway so an empty string is not read as an empty element.
+      data += s + (m.dataValue === null ? 'NULL' : `"${m.dataValue}"`);
+      sums += s + numOrNull(m.sum);
+      updateTimes += s + numOrNull(m.updateTime);
+    }
+  }
+  return { strings: `{${strings}}`, bools: `{${bools}}`, data: `{${data}}`, sums: `{${sums}}`, updateTimes: `{${updateTimes}}` };
+}

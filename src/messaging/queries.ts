@@ -1,0 +1,147 @@
+// SQL of the messaging domain: batch inserts (group commit), reader pages and totals, partition upkeep.
+import type { Queryable } from '../db/client.js';
+
+/**
+ * One batch as PostgreSQL array literals (built by batch-literals.ts): per-publish columns are indexed by
+ * each row's publish number, so a 100-record publish sends its ids once, not 100 times.
+ */
+export interface BatchLiterals {
+  /** Per publish: workspace, channel, publisher, protocol, subtopic. */
+  workspaces: string;
+  channels: string;
+  publishers: string;
+  protocols: string;
+  subtopics: string;
+  /** Per row: the 1-based publish number, then the record's own fields. */
+  publish: string;
+  names: string;
+  units: string;
+  times: string;
+  values: string;
+  /** Only in batches where some record carries a string, boolean, data value, sum or update time. */
+  extra: { strings: string; bools: string; data: string; sums: string; updateTimes: string } | null;
+}
+
+/** One statement per batch; the statement text is fixed, so each writer connection prepares it once. */
+export function insertBatch(sql: Queryable, b: BatchLiterals) {
+  if (b.extra === null) {
+    return sql`
+      insert into messages (workspace_id, channel_id, publisher_id, protocol, subtopic, name, unit, time, value)
+      select (${b.workspaces}::uuid[])[m.p], (${b.channels}::uuid[])[m.p], (${b.publishers}::uuid[])[m.p],
+             (${b.protocols}::text[])[m.p], (${b.subtopics}::text[])[m.p], m.name, m.unit, m.time, m.value
+      from unnest(${b.publish}::int[], ${b.names}::text[], ${b.units}::text[], ${b.times}::float8[], ${b.values}::float8[])
+        as m(p, name, unit, time, value)`;
+  }
+  const e = b.extra;
+  return sql`
+    insert into messages (workspace_id, channel_id, publisher_id, protocol, subtopic, name, unit, time, value,
+                          string_value, bool_value, data_value, sum, update_time)
+    select (${b.workspaces}::uuid[])[m.p], (${b.channels}::uuid[])[m.p], (${b.publishers}::uuid[])[m.p],
+           (${b.protocols}::text[])[m.p], (${b.subtopics}::text[])[m.p], m.name, m.unit, m.time, m.value,
+           m.sv, m.bv, m.dv, m.sum, m.ut
+    from unnest(${b.publish}::int[], ${b.names}::text[], ${b.units}::text[], ${b.times}::float8[], ${b.values}::float8[],
+                ${e.strings}::text[], ${e.bools}::bool[], ${e.data}::text[], ${e.sums}::float8[], ${e.updateTimes}::float8[])
+      as m(p, name, unit, time, value, sv, bv, dv, sum, ut)`;
+}
+
+export interface MessageRow {
+  channel_id: string;
+  publisher_id: string;
+  protocol: string;
+  subtopic: string | null;
+  name: string;
+  unit: string | null;
+  time: number;
+  value: number | null;
+  string_value: string | null;
+  bool_value: boolean | null;
+  data_value: string | null;
+  sum: number | null;
+  update_time: number | null;
+}
+
+export interface ReadFilter {
+  channelId: string;
+  name?: string;
+  /** Inclusive bounds on the message time (seconds). */
+  from?: number;
+  to?: number;
+  offset: number;
+  limit: number;
+}
+
+function conditions(sql: Queryable, f: ReadFilter) {
+  const name = f.name === undefined ? sql`` : sql`and name = ${f.name}`;
+  const from = f.from === undefined ? sql`` : sql`and time >= ${f.from}`;
+  const to = f.to === undefined ? sql`` : sql`and time <= ${f.to}`;
+  return sql`channel_id = ${f.channelId} ${name} ${from} ${to}`;
+}
+
+/** Newest measurement first: the (channel_id, time desc) index serves it, merged across partitions. */
+export function selectMessages(sql: Queryable, f: ReadFilter): Promise<MessageRow[]> {
+  return sql<MessageRow[]>`
+    select channel_id, publisher_id, protocol, subtopic, name, unit, time, value, string_value, bool_value, data_value, sum, update_time
+    from messages where ${conditions(sql, f)}
+    order by time desc limit ${f.limit} offset ${f.offset}`;
+}
+
+/** Exact total: the per-channel counters when unfiltered, a count over the index otherwise. */
+export async function countMessages(sql: Queryable, f: ReadFilter): Promise<number> {
+  if (f.name === undefined && f.from === undefined && f.to === undefined) {
+    const [row] = await sql<{ n: string | null }[]>`select sum(messages)::text as n from message_counts where channel_id = ${f.channelId}`;
+    return Number(row?.n ?? 0);
+  }
+  const [row] = await sql<{ n: string }[]>`select count(*)::text as n from messages where ${conditions(sql, f)}`;
+  return Number(row?.n ?? 0);
+}
+
+// ---- partitions ----
+
+/** Names of the daily partitions (messages_pYYYYMMDD) that exist now. */
+export async function selectPartitions(sql: Queryable): Promise<string[]> {
+  const rows = await sql<{ name: string }[]>`
+    select c.relname as name from pg_inherits i
+    join pg_class c on c.oid = i.inhrelid
+    join pg_class p on p.oid = i.inhparent
+    where p.relname = 'messages' and p.relnamespace = current_schema()::regnamespace and c.relname ~ '^messages_p[0-9]{8}$'`;
+  return rows.map((r) => r.name);
+}
+
+export async function tryMaintenanceLock(sql: Queryable, key: number): Promise<boolean> {
+  const [row] = await sql<{ ok: boolean }[]>`select pg_try_advisory_xact_lock(${key}) as ok`;
+  return row?.ok === true;
+}
+
+export async function defaultHasRows(sql: Queryable, from: string, to: string): Promise<boolean> {
+  const rows = await sql`select 1 from messages_default where received_at >= ${from}::timestamptz and received_at < ${to}::timestamptz limit 1`;
+  return rows.length > 0;
+}
+
+/**
+ * Creates one day's partition. When the DEFAULT partition already holds rows of that day (the task did
+ * not run for longer than it creates ahead), they move into the new table before it is attached, which
+ * is what PostgreSQL requires; counters are per day and stay right. Identifiers come from dates we
+ * format ourselves, never from input.
+ */
+export async function createPartition(sql: Queryable, name: string, from: string, to: string, moveFromDefault: boolean): Promise<void> {
+  if (!moveFromDefault) {
+    await sql.unsafe(`create table if not exists ${name} partition of messages for values from ('${from}') to ('${to}')`);
+    return;
+  }
+  await sql.unsafe(`create table ${name} (like messages including defaults including constraints)`);
+  await sql.unsafe(`insert into ${name} select * from messages_default where received_at >= '${from}' and received_at < '${to}'`);
+  await sql.unsafe(`delete from messages_default where received_at >= '${from}' and received_at < '${to}'`);
+  await sql.unsafe(`alter table messages attach partition ${name} for values from ('${from}') to ('${to}')`);
+}
+
+export async function dropPartition(sql: Queryable, name: string, day: string): Promise<void> {
+  await sql.unsafe(`drop table if exists ${name}`);
+  await sql`delete from message_counts where day = ${day}::date`;
+}
+
+/** Rows older than the retention cutoff that landed in the DEFAULT partition, and their counters. */
+export async function deleteExpiredDefaultRows(sql: Queryable, cutoffDay: string): Promise<number> {
+  const rows = await sql`delete from messages_default where received_at < ${`${cutoffDay} 00:00:00+00`}::timestamptz`;
+  await sql`delete from message_counts where day < ${cutoffDay}::date`;
+  return rows.count;
+}

@@ -1,0 +1,130 @@
+// HTTP surfaces of messaging: device publish on the messaging listener, the message reader on its own.
+import type { DeviceIdentity, Principal } from '../auth/index.js';
+import { invalidInput, unauthenticated } from '../errors.js';
+import type { Authenticate } from '../graphql/context.js';
+import type { HttpServer } from '../http/server.js';
+import { json, type HttpReply, type HttpRequest } from '../http/types.js';
+import type { MessageRow } from './queries.js';
+import type { MessagingService, ReadQuery, Subject } from './service.js';
+
+const ACCEPTED: HttpReply = Object.freeze({ status: 202 }) as HttpReply;
+const PUBLISH_HEADERS = ['authorization', 'content-type', 'content-length'] as const;
+const PREFIX_SEGMENTS = 6; // '', 'http', 'm', ws, 'c', ch
+const SUBTOPIC_SEGMENT = /^[A-Za-z0-9_.:-]{1,64}$/;
+const MAX_SUBTOPIC_SEGMENTS = 16;
+
+export interface Credentials {
+  authorization?: string;
+  /** Browser fallbacks for WebSockets, which cannot set headers: a bearer token or a device key. */
+  token?: string | null;
+  key?: string | null;
+}
+
+/** `Client <key>` → the device; `Bearer <token>` → the principal; 401 when absent or unusable. */
+export async function subjectOf(authenticate: Authenticate, authenticateDeviceKey: (key: string) => Promise<DeviceIdentity | null>, c: Credentials): Promise<Subject> {
+  const header = c.authorization;
+  let key: string | null | undefined = c.key;
+  let token: string | null | undefined = c.token;
+  if (header !== undefined) {
+    const space = header.indexOf(' ');
+    const scheme = space < 0 ? header.toLowerCase() : header.slice(0, space).toLowerCase();
+    if (scheme === 'client') key = header.slice(space + 1).trim();
+    else if (scheme === 'bearer') token = header.slice(space + 1).trim();
+    else throw unauthenticated("authorization must be 'Bearer <token>' or 'Client <device key>'");
+  }
+  if (key) {
+    const device = await authenticateDeviceKey(key);
+    if (!device) throw unauthenticated('invalid device key');
+    return { device };
+  }
+  if (token) {
+    const principal: Principal | null = await authenticate({ authorization: `Bearer ${token}` }, '');
+    if (principal) return { principal };
+  }
+  throw unauthenticated();
+}
+
+/** The subtopic is what follows the channel in the path, '/'-separated, each segment a plain token. */
+function subtopicOf(path: string): string {
+  const parts = path.split('/').slice(PREFIX_SEGMENTS);
+  if (parts.length > MAX_SUBTOPIC_SEGMENTS) throw invalidInput(`a subtopic has at most ${MAX_SUBTOPIC_SEGMENTS} segments`);
+  for (let i = 0; i < parts.length; i++) {
+    const seg = decodeURIComponent(parts[i] as string);
+    if (!SUBTOPIC_SEGMENT.test(seg)) throw invalidInput('subtopic segments are 1-64 letters, digits or _ . : -');
+    parts[i] = seg;
+  }
+  return parts.join('/');
+}
+
+export function registerPublishRoutes(server: HttpServer, messaging: MessagingService): void {
+  const bodyLimit = messaging.settings.maxMessageBytes;
+  const publish = (req: HttpRequest, subtopic: string | null): Promise<HttpReply> | HttpReply => {
+    const header = req.headers.authorization;
+    // 'Client ' (any case) and a key: the common case is a prefix test, not a regex.
+    if (header === undefined || header.length < 8 || (!header.startsWith('Client ') && header.slice(0, 7).toLowerCase() !== 'client ')) {
+      throw unauthenticated("publishing needs 'Authorization: Client <device key>'");
+    }
+    return messaging.publishWithKey(header.slice(7).trim(), {
+      workspaceId: req.params[0] as string, channelId: req.params[1] as string, subtopic, protocol: 'http',
+      payload: req.body, contentType: req.headers['content-type'] ?? '',
+    }).then(() => ACCEPTED);
+  };
+  const options = { bodyLimit, headers: PUBLISH_HEADERS };
+  server.route('POST', '/http/m/:ws/c/:ch', (req) => publish(req, null), options);
+  server.route('POST', '/http/m/:ws/c/:ch/*', (req) => publish(req, subtopicOf(req.path)), options);
+}
+
+function intParam(params: URLSearchParams, name: string, fallback: number, min: number, max: number): number {
+  const raw = params.get(name);
+  if (raw === null || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < min || n > max) throw invalidInput(`'${name}' must be an integer from ${min} to ${max}`);
+  return n;
+}
+
+function timeParam(params: URLSearchParams, name: string): number | undefined {
+  const raw = params.get(name);
+  if (raw === null || raw === '') return undefined;
+  const n = Number(raw);
+  if (!Number.isFinite(n)) throw invalidInput(`'${name}' must be a time in seconds`);
+  return n;
+}
+
+export function readQuery(query: string, limits: { defaultLimit: number; maxLimit: number }): ReadQuery {
+  const params = new URLSearchParams(query);
+  const q: ReadQuery = {
+    offset: intParam(params, 'offset', 0, 0, 1_000_000_000),
+    limit: intParam(params, 'limit', limits.defaultLimit, 1, limits.maxLimit),
+  };
+  const name = params.get('name');
+  if (name !== null && name !== '') q.name = name;
+  const from = timeParam(params, 'from');
+  if (from !== undefined) q.from = from;
+  const to = timeParam(params, 'to');
+  if (to !== undefined) q.to = to;
+  return q;
+}
+
+/** SPEC's stored message: the seven fields always; subtopic and the other value kinds when present. */
+export function toReaderMessage(r: MessageRow): Record<string, unknown> {
+  const m: Record<string, unknown> = {
+    channel: r.channel_id, publisher: r.publisher_id, protocol: r.protocol, name: r.name, unit: r.unit, time: r.time, value: r.value,
+  };
+  if (r.subtopic !== null) m.subtopic = r.subtopic;
+  if (r.string_value !== null) m.string_value = r.string_value;
+  if (r.bool_value !== null) m.bool_value = r.bool_value;
+  if (r.data_value !== null) m.data_value = r.data_value;
+  if (r.sum !== null) m.sum = r.sum;
+  if (r.update_time !== null) m.update_time = r.update_time;
+  return m;
+}
+
+export function registerReaderRoutes(server: HttpServer, messaging: MessagingService, deps: {
+  authenticate: Authenticate; authenticateDeviceKey: (key: string) => Promise<DeviceIdentity | null>;
+}): void {
+  server.route('GET', '/:ws/channels/:ch/messages', async (req) => {
+    const subject = await subjectOf(deps.authenticate, deps.authenticateDeviceKey, { authorization: req.headers.authorization });
+    const page = await messaging.read(subject, req.params[0] as string, req.params[1] as string, readQuery(req.query, messaging.settings.reader));
+    return json(200, { ...page, messages: page.messages.map(toReaderMessage) });
+  });
+}

@@ -1,0 +1,202 @@
+// The publish pipeline every transport shares: device and channel checks, the cached publish decision,
+// SenML resolution, the group-commit writer, post-commit fan-out; and the reader's query.
+import { principalOfDevice, type DeviceIdentity, type Principal } from '../auth/index.js';
+import type { AuthzService } from '../authz/index.js';
+import type { Sql } from '../db/client.js';
+import { AppError, forbidden, invalidInput, notFound, unauthenticated } from '../errors.js';
+import type { Logger } from '../log.js';
+import type { BatchItem } from './batch-literals.js';
+import { createPartitionMaintenance, type PartitionSettings } from './partitions.js';
+import { countMessages, selectMessages, type MessageRow, type ReadFilter } from './queries.js';
+import { parseSenml } from './senml.js';
+import type { Messaging, PublishInput, PublishResult, StoredListener, StoredMessage } from './types.js';
+import { createWriter, type WriterSettings } from './writer.js';
+
+export interface MessagingSettings {
+  maxMessageBytes: number;
+  maxRecords: number;
+  writer: Omit<WriterSettings, 'connectTimeoutSecs'>;
+  partitions: PartitionSettings;
+  reader: { defaultLimit: number; maxLimit: number };
+}
+
+export interface MessagingDeps {
+  /** The database URL: the writer opens its own connections (default plan mode, prepared insert). */
+  url: string;
+  sql: Sql;
+  auth: { authenticateDeviceKey(key: string): Promise<DeviceIdentity | null> };
+  authz: Pick<AuthzService, 'decide' | 'engine'>;
+  settings: MessagingSettings;
+  connectTimeoutSecs: number;
+  log: Logger;
+}
+
+export type Subject = { device: DeviceIdentity } | { principal: Principal };
+
+export interface ReadQuery {
+  offset: number;
+  limit: number;
+  name?: string;
+  from?: number;
+  to?: number;
+}
+
+export interface ReadPage {
+  offset: number;
+  limit: number;
+  format: 'messages';
+  total: number;
+  messages: MessageRow[];
+}
+
+export interface MessagingService extends Messaging {
+  /** Partitions for today and the days ahead exist before the first publish; then the periodic task. */
+  start(): Promise<void>;
+  read(subject: Subject, workspaceId: string, channelId: string, query: ReadQuery): Promise<ReadPage>;
+  readonly settings: MessagingSettings;
+}
+
+const SENML_JSON = 'application/senml+json';
+
+function isSenmlJson(contentType: string): boolean {
+  if (contentType === SENML_JSON) return true;
+  const semi = contentType.indexOf(';');
+  return (semi < 0 ? contentType : contentType.slice(0, semi)).trim().toLowerCase() === SENML_JSON;
+}
+
+function denied(reason: string): AppError {
+  // 'forbidden' stays the first part (clients split on ';'); tenant and subject states say why.
+  return reason.startsWith('tenant is') || reason.startsWith('subject is') ? forbidden(`forbidden; ${reason}`) : forbidden();
+}
+
+export function createMessaging(deps: MessagingDeps): MessagingService {
+  const { sql, auth, authz, settings, log } = deps;
+  const listeners = new Set<StoredListener>();
+  const principals = new WeakMap<DeviceIdentity, Principal>();
+  const counters = { acknowledged: 0, rejected: 0, received: { messages: 0, bytes: 0 } };
+
+  const writer = createWriter(deps.url, { ...settings.writer, connectTimeoutSecs: deps.connectTimeoutSecs }, log, (jobs: readonly BatchItem[]) => {
+    if (listeners.size === 0) return;
+    for (const job of jobs) {
+      const head = job.messages[0] as StoredMessage;
+      const source = { workspaceId: job.workspaceId, channelId: head.channel, subtopic: head.subtopic };
+      for (const l of listeners) {
+        try {
+          l(job.messages, source);
+        } catch (err) {
+          log.error('stored-message listener failed', { err });
+        }
+      }
+    }
+  });
+  const maintenance = createPartitionMaintenance(sql, settings.partitions, log);
+
+  function principalOf(device: DeviceIdentity): Principal {
+    let p = principals.get(device);
+    if (p === undefined) principals.set(device, (p = principalOfDevice(device)));
+    return p;
+  }
+
+  /** The channel must be a live channel resource of this workspace (engine facts: cached, invalidated with it). */
+  async function requireChannel(workspaceId: string, channelId: string): Promise<void> {
+    const facts = await authz.engine.objectFacts('resource', channelId);
+    if (facts === null || facts.tenantId !== workspaceId || facts.type !== 'resource:channel') throw notFound('channel');
+  }
+
+  async function requireDevice(device: DeviceIdentity, workspaceId: string, action: 'publish' | 'subscribe', channelId: string): Promise<void> {
+    if (device.status !== 'active') throw forbidden('forbidden; device is not active');
+    if (device.tenantId !== workspaceId) throw forbidden('forbidden; the device does not belong to this workspace');
+    await requireChannel(workspaceId, channelId);
+    const d = await authz.decide(principalOf(device), action, { kind: 'resource', id: channelId });
+    if (!d.allowed) throw denied(d.reason);
+  }
+
+  async function publish(device: DeviceIdentity, input: PublishInput): Promise<PublishResult> {
+    let messages: StoredMessage[];
+    try {
+      const payload = input.payload;
+      const bytes = typeof payload === 'string' ? Buffer.byteLength(payload) : payload.byteLength;
+      if (bytes > settings.maxMessageBytes) {
+        throw new AppError('PAYLOAD_TOO_LARGE', `message exceeds the limit of ${settings.maxMessageBytes} bytes`);
+      }
+      if (input.contentType !== undefined && input.contentType !== null && !isSenmlJson(input.contentType)) {
+        throw new AppError('UNSUPPORTED_MEDIA_TYPE', `content type must be ${SENML_JSON}`);
+      }
+      await requireDevice(device, input.workspaceId, 'publish', input.channelId);
+      messages = parseSenml(payload, {
+        channel: input.channelId, publisher: device.entityId, protocol: input.protocol, subtopic: input.subtopic ?? null,
+      }, settings);
+    } catch (err) {
+      counters.rejected++;
+      throw err;
+    }
+    // Writer failures count as failed in its own stats, not as rejected.
+    await writer.write(input.workspaceId, messages);
+    counters.acknowledged++;
+    return { stored: messages.length, messages };
+  }
+
+  function count(payload: Buffer | string): void {
+    counters.received.messages++;
+    counters.received.bytes += typeof payload === 'string' ? Buffer.byteLength(payload) : payload.byteLength;
+  }
+
+  async function authorizeSubscribe(subject: Subject, workspaceId: string, channelId: string): Promise<void> {
+    if ('device' in subject) return requireDevice(subject.device, workspaceId, 'subscribe', channelId);
+    await requireChannel(workspaceId, channelId);
+    const object = { kind: 'resource' as const, id: channelId };
+    // Reading a frozen tenant's data stays allowed (SPEC: frozen data remains readable).
+    const read = await authz.decide(subject.principal, 'read', object, { readingFrozenTenant: true });
+    if (read.allowed) return;
+    const sub = await authz.decide(subject.principal, 'subscribe', object, { readingFrozenTenant: true });
+    if (!sub.allowed) throw denied(read.reason);
+  }
+
+  return {
+    settings,
+    async start() {
+      await maintenance.run();
+      maintenance.start();
+    },
+    publishAsDevice(device, input) {
+      count(input.payload);
+      return publish(device, input);
+    },
+    async publishWithKey(key, input) {
+      count(input.payload);
+      const device = await auth.authenticateDeviceKey(key);
+      if (device === null) {
+        counters.rejected++;
+        throw unauthenticated('invalid device key');
+      }
+      return publish(device, input);
+    },
+    authorizeSubscribe,
+    onStored(listener) {
+      listeners.add(listener);
+      return () => {
+        listeners.delete(listener);
+      };
+    },
+    stats() {
+      const w = writer.stats();
+      return {
+        queued: w.queued, highWater: w.highWater, batches: w.batches, stored: w.stored,
+        acknowledged: counters.acknowledged, rejected: counters.rejected, failed: w.failed,
+        received: { messages: counters.received.messages, bytes: counters.received.bytes },
+      };
+    },
+    async read(subject, workspaceId, channelId, query) {
+      await authorizeSubscribe(subject, workspaceId, channelId);
+      if (query.from !== undefined && query.to !== undefined && query.from > query.to) throw invalidInput("'from' must not be after 'to'");
+      const filter: ReadFilter = { channelId, ...query };
+      const [messages, total] = await Promise.all([selectMessages(sql, filter), countMessages(sql, filter)]);
+      return { offset: query.offset, limit: query.limit, format: 'messages', total, messages };
+    },
+    async close() {
+      maintenance.close();
+      await writer.close();
+      listeners.clear();
+    },
+  };
+}

@@ -1,0 +1,241 @@
+// Group commit: publishes from concurrent requests share one INSERT per batch on dedicated connections;
+// each publish is acknowledged only once its batch committed. A bounded queue, and a database that is
+// down answers 503 at once instead of letting requests hang.
+import postgres from 'postgres';
+import type { Sql } from '../db/client.js';
+import { AppError, toAppError, unavailable } from '../errors.js';
+import type { Logger } from '../log.js';
+import { buildBatch, type BatchItem } from './batch-literals.js';
+import { insertBatch } from './queries.js';
+import type { StoredMessage } from './types.js';
+
+export interface WriterSettings {
+  /** Most rows in one INSERT (a single publish larger than this is its own batch). */
+  batchSize: number;
+  /** How long queued messages may wait for more to join while a writer connection is free (0: next tick). */
+  batchWaitMs: number;
+  /** Dedicated connections, each with one batch in flight. */
+  connections: number;
+  /** Most messages waiting or being written; beyond it publishes answer 503 with Retry-After. */
+  maxQueue: number;
+  /** A batch not committed by then fails (503) and its connection is replaced. */
+  writeTimeoutMs: number;
+  connectTimeoutSecs: number;
+}
+
+interface Job extends BatchItem {
+  resolve: () => void;
+  reject: (err: AppError) => void;
+  /** Set after its batch was refused for another publish's sake: it is retried in a batch of its own. */
+  solo: boolean;
+  attempts: number;
+}
+
+export interface Writer {
+  /** Resolves once the batch holding these messages committed; rejects with UNAVAILABLE otherwise. */
+  write(workspaceId: string, messages: StoredMessage[]): Promise<void>;
+  readonly down: boolean;
+  stats(): { queued: number; highWater: number; batches: number; stored: number; failed: number };
+  /** Writes what is queued, then closes the connections. */
+  close(): Promise<void>;
+}
+
+const PROBE_MS = 500;
+const RETRY_AFTER_SECS = 1;
+const MAX_ATTEMPTS = 3;
+const timedOut = () => new AppError('UNAVAILABLE', 'database did not answer in time', { code: 'WRITE_TIMEOUT', retryAfterSeconds: RETRY_AFTER_SECS });
+
+export function createWriter(url: string, settings: WriterSettings, log: Logger, onCommitted: (jobs: readonly BatchItem[]) => void): Writer {
+  // Default plan mode and prepared statements: the insert text never changes, a generic plan is right.
+  const connect = (): Sql => postgres(url, {
+    max: 1, prepare: true, idle_timeout: undefined, max_lifetime: null, connect_timeout: settings.connectTimeoutSecs,
+    onnotice: () => undefined, connection: { application_name: 'svc-writer' },
+  }) as unknown as Sql;
+  const conns: Sql[] = Array.from({ length: settings.connections }, connect);
+  const idle: number[] = conns.map((_, i) => i);
+  let queue: Job[] = [];
+  let queued = 0;
+  let highWater = 0;
+  let batches = 0;
+  let stored = 0;
+  let failed = 0;
+  let scheduled = false;
+  let down = false;
+  let probing: NodeJS.Timeout | undefined;
+  let closing = false;
+  let inFlight = 0;
+  let idleWaiters: (() => void)[] = [];
+
+  function schedule(): void {
+    if (scheduled || queue.length === 0 || idle.length === 0) return;
+    scheduled = true;
+    // setImmediate gathers every request that arrived in the same I/O phase into one batch.
+    if (settings.batchWaitMs === 0 || queued >= settings.batchSize) setImmediate(flush);
+    else setTimeout(flush, settings.batchWaitMs);
+  }
+
+  function take(): Job[] {
+    let rows = 0;
+    let n = 0;
+    while (n < queue.length) {
+      const job = queue[n] as Job;
+      const size = job.messages.length;
+      if (n > 0 && (job.solo || rows + size > settings.batchSize)) break;
+      rows += size;
+      n++;
+      if (job.solo) break;
+    }
+    const jobs = n === queue.length ? queue : queue.slice(0, n);
+    queue = n === queue.length ? [] : queue.slice(n);
+    return jobs;
+  }
+
+  function flush(): void {
+    scheduled = false;
+    while (queue.length > 0 && idle.length > 0) run(idle.pop() as number, take());
+  }
+
+  function countRows(jobs: readonly Job[]): number {
+    let rows = 0;
+    for (const j of jobs) rows += j.messages.length;
+    return rows;
+  }
+
+  function run(slot: number, jobs: Job[]): void {
+    inFlight++;
+    const rows = countRows(jobs);
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(timedOut()), settings.writeTimeoutMs);
+    });
+    Promise.race([insertBatch(conns[slot] as Sql, buildBatch(jobs)), timeout]).then(() => {
+      clearTimeout(timer);
+      batches++;
+      stored += rows;
+      queued -= rows;
+      for (const j of jobs) j.resolve();
+      release(slot);
+      try {
+        onCommitted(jobs);
+      } catch (err) {
+        log.error('stored-message listener failed', { err });
+      }
+    }, (err: unknown) => {
+      clearTimeout(timer);
+      queued -= rows;
+      const code = (err as { code?: unknown } | null)?.code;
+      const appErr = toAppError(err);
+      if ((code === '40P01' || code === '40001') && (jobs[0] as Job).attempts < MAX_ATTEMPTS) {
+        // Two writers crossing on the per-channel counters: the batch did nothing; run it again.
+        requeue(jobs, false);
+      } else if (appErr.kind === 'UNAVAILABLE') {
+        // A hung connection is replaced; postgres.js reconnects a closed one by itself.
+        if (appErr.code === 'WRITE_TIMEOUT') replace(slot);
+        markDown(appErr);
+        failJobs(jobs, appErr);
+      } else if (jobs.length > 1) {
+        // Not the database being away but one publish it refused: retry each alone so the others commit.
+        log.warn('batch refused; retrying its publishes one by one', { err: String(err) });
+        requeue(jobs, true);
+      } else {
+        log.error('message insert failed', { err });
+        failJobs(jobs, appErr);
+      }
+      release(slot);
+    });
+  }
+
+  function requeue(jobs: readonly Job[], solo: boolean): void {
+    for (let i = jobs.length - 1; i >= 0; i--) {
+      const j = jobs[i] as Job;
+      j.attempts++;
+      if (solo) j.solo = true;
+      queued += j.messages.length;
+      queue.unshift(j);
+    }
+  }
+
+  function release(slot: number): void {
+    inFlight--;
+    idle.push(slot);
+    if (inFlight === 0 && queue.length === 0) for (const w of idleWaiters.splice(0)) w();
+    if (!down) schedule();
+  }
+
+  function failJobs(jobs: readonly Job[], err: AppError): void {
+    failed += jobs.length;
+    const answer = err.kind === 'UNAVAILABLE' ? unavailable('database unavailable; message not stored', RETRY_AFTER_SECS) : err;
+    for (const j of jobs) j.reject(answer);
+  }
+
+  function replace(slot: number): void {
+    const old = conns[slot] as Sql;
+    conns[slot] = connect();
+    void old.end({ timeout: 0 }).catch(() => undefined);
+  }
+
+  function markDown(err: AppError): void {
+    if (!down) log.warn('message writer: database unavailable; publishes answer 503 until it is back', { err: String(err.cause ?? err.message) });
+    down = true;
+    // Everything waiting would only wait for the same failure: answer now.
+    const waiting = queue;
+    queue = [];
+    for (const j of waiting) queued -= j.messages.length;
+    failJobs(waiting, unavailable('database unavailable', RETRY_AFTER_SECS));
+    probing ??= setTimeout(probe, PROBE_MS);
+  }
+
+  function probe(): void {
+    const conn = conns[0] as Sql;
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error('probe timed out')), settings.writeTimeoutMs);
+    });
+    Promise.race([conn`select 1`, timeout]).then(() => {
+      clearTimeout(timer);
+      probing = undefined;
+      down = false;
+      log.info('message writer: database reachable again');
+      schedule();
+    }, (err: unknown) => {
+      clearTimeout(timer);
+      if (String(err).includes('probe timed out')) replace(0);
+      probing = closing ? undefined : setTimeout(probe, PROBE_MS);
+    });
+  }
+
+  return {
+    write(workspaceId, messages) {
+      if (closing) return Promise.reject(unavailable('shutting down', RETRY_AFTER_SECS));
+      if (down) return Promise.reject(unavailable('database unavailable', RETRY_AFTER_SECS));
+      const n = messages.length;
+      if (queued + n > settings.maxQueue) return Promise.reject(unavailable('ingest queue is full', RETRY_AFTER_SECS));
+      queued += n;
+      if (queued > highWater) highWater = queued;
+      return new Promise<void>((resolve, reject) => {
+        queue.push({ workspaceId, messages, resolve, reject, solo: false, attempts: 0 });
+        schedule();
+      });
+    },
+    get down() {
+      return down;
+    },
+    stats: () => ({ queued, highWater, batches, stored, failed }),
+    async close() {
+      closing = true;
+      if (probing) clearTimeout(probing);
+      if (down) {
+        failJobs(queue, unavailable('shutting down', RETRY_AFTER_SECS));
+        queue = [];
+      }
+      if (inFlight > 0 || queue.length > 0) {
+        await new Promise<void>((resolve) => {
+          idleWaiters.push(resolve);
+          schedule();
+        });
+      }
+      idleWaiters = [];
+      await Promise.all(conns.map((c) => c.end({ timeout: 5 })));
+    },
+  };
+}

@@ -1,0 +1,148 @@
+// HTTP publish → reader round trip with RFC 8428 resolution, and every refusal storing nothing.
+import t from 'tap';
+import { AUTH_ENV, accessTokenFor, adminToken } from '../helpers/auth.js';
+import { startTestService } from '../helpers/service.js';
+import { countRows, grant, insertChannel, insertDevice, publish, read, world } from './helpers.js';
+
+const ts = await startTestService(t, { ...AUTH_ENV, SVC_MESSAGING_MAX_MESSAGE_BYTES: '4096', SVC_MESSAGING_MAX_RECORDS: '50' });
+const a = await world(ts, 'ws-a');
+const admin = `Bearer ${await adminToken(ts)}`;
+
+t.test('round trip: bn joining, bt + negative t, unit fallback, base value and sum, bver, value kinds', async (t) => {
+  const bt = 1_700_000_000;
+  const pack = [
+    { bver: 10, bn: 'urn:dev:ow:10e2073a01080063:', bt, bu: 'Cel', n: 'temp', v: 23.5, t: -5 },
+    { n: 'temp', v: 24, t: -1 },
+    { n: 'hum', u: '%RH', v: 40 },
+    { bv: 100, n: 'press', u: 'kPa', v: 1.5, t: 1 },
+    { n: 'label', vs: 'kitchen' },
+    { n: 'door', vb: true },
+    { n: 'blob', vd: 'aGVsbG8' },
+    { bs: 10, n: 'energy', u: 'kWh', s: 2.5 },
+  ];
+  const res = await publish(ts, a.ws, a.channel, a.publisher.key, pack);
+  t.equal(res.status, 202);
+  t.equal(await res.text(), '');
+  const page = await read(ts, a.ws, a.channel, `Client ${a.publisher.key}`, 'limit=100');
+  t.equal(page.status, 200);
+  t.match(page.body, { offset: 0, limit: 100, format: 'messages', total: 8 });
+  const byName = new Map<string, any>((page.body.messages as any[]).map((m) => [`${m.name}@${m.time}`, m]));
+  const base = 'urn:dev:ow:10e2073a01080063:';
+  const common = { channel: a.channel, publisher: a.publisher.id, protocol: 'http' };
+  t.same(byName.get(`${base}temp@${bt - 5}`), { ...common, name: `${base}temp`, unit: 'Cel', time: bt - 5, value: 23.5 });
+  t.same(byName.get(`${base}temp@${bt - 1}`), { ...common, name: `${base}temp`, unit: 'Cel', time: bt - 1, value: 24 });
+  t.same(byName.get(`${base}hum@${bt}`), { ...common, name: `${base}hum`, unit: '%RH', time: bt, value: 40 });
+  t.same(byName.get(`${base}press@${bt + 1}`), { ...common, name: `${base}press`, unit: 'kPa', time: bt + 1, value: 101.5 });
+  t.same(byName.get(`${base}label@${bt}`), { ...common, name: `${base}label`, unit: 'Cel', time: bt, value: null, string_value: 'kitchen' });
+  t.same(byName.get(`${base}door@${bt}`), { ...common, name: `${base}door`, unit: 'Cel', time: bt, value: null, bool_value: true });
+  t.same(byName.get(`${base}blob@${bt}`), { ...common, name: `${base}blob`, unit: 'Cel', time: bt, value: null, data_value: 'aGVsbG8' });
+  t.same(byName.get(`${base}energy@${bt}`), { ...common, name: `${base}energy`, unit: 'kWh', time: bt, value: null, sum: 12.5 });
+  // Newest first.
+  const times = (page.body.messages as any[]).map((m) => m.time);
+  t.same(times, [...times].sort((x, y) => y - x));
+});
+
+t.test('relative times (below 2^28) are taken from the receive time', async (t) => {
+  const ch = await insertChannel(ts, a.ws);
+  await grant(ts, a.ws, a.publisher.id, ch, ['publish']);
+  const before = Date.now() / 1000;
+  t.equal((await publish(ts, a.ws, ch, a.publisher.key, [{ n: 'x', v: 1, t: -60 }, { n: 'y', v: 2 }])).status, 202);
+  const after = Date.now() / 1000;
+  const page = await read(ts, a.ws, ch, admin);
+  const x = page.body.messages.find((m: any) => m.name === 'x');
+  const y = page.body.messages.find((m: any) => m.name === 'y');
+  t.ok(x.time >= before - 61 && x.time <= after - 59, `x.time ${x.time} is about now - 60`);
+  t.ok(y.time >= before - 1 && y.time <= after + 1, `y.time ${y.time} is about now`);
+});
+
+t.test('subtopics are stored and shown', async (t) => {
+  t.equal((await publish(ts, a.ws, a.channel, a.publisher.key, [{ n: 'sub', v: 7 }], { subtopic: 'room1/sensors' })).status, 202);
+  const page = await read(ts, a.ws, a.channel, admin, 'name=sub');
+  t.equal(page.body.total, 1);
+  t.equal(page.body.messages[0].subtopic, 'room1/sensors');
+  t.equal((await publish(ts, a.ws, a.channel, a.publisher.key, [{ n: 'sub', v: 7 }], { subtopic: 'bad+wild' })).status, 400);
+});
+
+t.test('every refusal stores nothing', async (t) => {
+  const ch = await insertChannel(ts, a.ws);
+  await grant(ts, a.ws, a.publisher.id, ch, ['publish']);
+  const other = await world(ts, 'ws-other');
+  const noGrant = await insertDevice(ts, a.ws);
+  const notChannel = await insertChannel(ts, a.ws, 'dash', 'dashboard');
+  const ok = [{ n: 'temp', v: 1 }];
+  const cases: [string, () => Promise<Response>, number, RegExp | string][] = [
+    ['no Authorization', () => publish(ts, a.ws, ch, null, ok), 401, /Client/],
+    ['unknown key', () => publish(ts, a.ws, ch, 'not-a-key', ok), 401, 'invalid device key'],
+    ['bearer instead of Client', () => fetch(`${ts.url('messaging')}/http/m/${a.ws}/c/${ch}`, { method: 'POST', headers: { authorization: admin, 'content-type': 'application/senml+json' }, body: '[]' }), 401, /Client/],
+    ['wrong content type', () => publish(ts, a.ws, ch, a.publisher.key, ok, { contentType: 'application/json' }), 415, /senml\+json/],
+    ['no content type', () => publish(ts, a.ws, ch, a.publisher.key, ok, { contentType: null }), 415, /senml\+json/],
+    ['no grant', () => publish(ts, a.ws, ch, noGrant.key, ok), 403, 'forbidden'],
+    ['device of another workspace', () => publish(ts, a.ws, ch, other.publisher.key, ok), 403, /forbidden/],
+    ['unknown channel', () => publish(ts, a.ws, '00000000-0000-0000-0000-00000000abcd', a.publisher.key, ok), 404, 'channel not found'],
+    ['channel of another workspace', () => publish(ts, a.ws, other.channel, a.publisher.key, ok), 404, 'channel not found'],
+    ['not a channel', () => publish(ts, a.ws, notChannel, a.publisher.key, ok), 404, 'channel not found'],
+    ['malformed JSON', () => publish(ts, a.ws, ch, a.publisher.key, '[{"n":'), 400, 'payload is not valid JSON'],
+    ['not an array', () => publish(ts, a.ws, ch, a.publisher.key, { n: 'x', v: 1 }), 400, /JSON array/],
+    ['empty pack', () => publish(ts, a.ws, ch, a.publisher.key, []), 400, /at least one/],
+    ['v not a number', () => publish(ts, a.ws, ch, a.publisher.key, [{ n: 'a', v: 1 }, { n: 'b', v: 2 }, { n: 'c', v: 'x' }]), 400, "record 2: field 'v' must be a number"],
+    ['two value fields', () => publish(ts, a.ws, ch, a.publisher.key, [{ n: 'a', v: 1, vs: 'x' }]), 400, /record 0: has 2 value fields/],
+    ['no value', () => publish(ts, a.ws, ch, a.publisher.key, [{ n: 'a', u: 'Cel' }]), 400, /record 0: needs a value/],
+    ['no name', () => publish(ts, a.ws, ch, a.publisher.key, [{ v: 1 }]), 400, /record 0: field 'n' is required/],
+    ['bad name', () => publish(ts, a.ws, ch, a.publisher.key, [{ n: '-temp', v: 1 }]), 400, /record 0: field 'n' resolves to '-temp'/],
+    ['unsupported bver', () => publish(ts, a.ws, ch, a.publisher.key, [{ bver: 11, n: 'a', v: 1 }]), 400, /field 'bver' is 11/],
+    ['changing bver', () => publish(ts, a.ws, ch, a.publisher.key, [{ bver: 10, n: 'a', v: 1 }, { bver: 5, n: 'b', v: 1 }]), 400, /record 1: field 'bver' must be the same/],
+    ['must-understand field', () => publish(ts, a.ws, ch, a.publisher.key, [{ n: 'a', v: 1, foo_: 1 }]), 400, /field 'foo_' is a must-understand/],
+    ['bad base time', () => publish(ts, a.ws, ch, a.publisher.key, [{ bt: '1', n: 'a', v: 1 }]), 400, "record 0: field 'bt' must be a number"],
+    ['vd not base64url', () => publish(ts, a.ws, ch, a.publisher.key, [{ n: 'a', vd: 'a+b/' }]), 400, /field 'vd'/],
+    ['too many records', () => publish(ts, a.ws, ch, a.publisher.key, Array.from({ length: 51 }, (_, i) => ({ n: `r${i}`, v: i }))), 400, /at most 50/],
+    ['body over the limit', () => publish(ts, a.ws, ch, a.publisher.key, [{ n: 'a', vs: 'x'.repeat(5000) }]), 413, /4096/],
+  ];
+  for (const [why, call, status, message] of cases) {
+    const res = await call();
+    t.equal(res.status, status, why);
+    const body = (await res.json()) as { error: string };
+    if (typeof message === 'string') t.equal(body.error, message, why);
+    else t.match(body.error, message, why);
+  }
+  t.equal(await countRows(ts, ch), 0, 'nothing stored');
+  t.equal(await countRows(ts, notChannel), 0);
+  t.equal(await countRows(ts, other.channel), 0);
+  t.equal((await publish(ts, a.ws, ch, a.publisher.key, ok)).status, 202, 'and the same device can publish a valid pack');
+  t.equal(await countRows(ts, ch), 1);
+});
+
+t.test('a disabled device and a frozen workspace are refused', async (t) => {
+  const ws = await world(ts, 'ws-states');
+  await ts.service.sql`update entities set status = 'inactive' where id = ${ws.publisher.id}`;
+  await ts.service.auth.invalidate({ entities: [ws.publisher.id] });
+  await ts.service.authz.invalidate({ kind: 'subjects', entityIds: [ws.publisher.id] });
+  t.equal((await publish(ts, ws.ws, ws.channel, ws.publisher.key, [{ n: 'a', v: 1 }])).status, 403);
+  const dev = await insertDevice(ts, ws.ws);
+  await grant(ts, ws.ws, dev.id, ws.channel, ['publish']);
+  await ts.service.sql`update tenants set status = 'frozen' where id = ${ws.ws}`;
+  await ts.service.authz.invalidate({ kind: 'tenants', tenantIds: [ws.ws] });
+  await ts.service.auth.invalidate({ tenants: [ws.ws] });
+  const res = await publish(ts, ws.ws, ws.channel, dev.key, [{ n: 'a', v: 1 }]);
+  t.equal(res.status, 403);
+  t.match(((await res.json()) as any).error, /tenant is frozen/);
+  t.equal(await countRows(ts, ws.channel), 0);
+});
+
+t.test('reader: bearer with read, device with subscribe; others refused', async (t) => {
+  const other = await world(ts, 'ws-reader-other');
+  const publishOnly = await insertDevice(ts, a.ws);
+  await grant(ts, a.ws, publishOnly.id, a.channel, ['publish']);
+  t.equal((await read(ts, a.ws, a.channel, admin)).status, 200, 'platform admin reads');
+  const token = await accessTokenFor(ts, await adminToken(ts));
+  t.equal((await read(ts, a.ws, a.channel, `Bearer ${token.token}`)).status, 200, 'access token reads');
+  t.equal((await read(ts, a.ws, a.channel, `Client ${a.publisher.key}`)).status, 200, 'device with subscribe reads');
+  t.equal((await read(ts, a.ws, a.channel, `Client ${publishOnly.key}`)).status, 403, 'publish alone does not read');
+  t.equal((await read(ts, a.ws, a.channel, `Client ${other.publisher.key}`)).status, 403, 'a device of another workspace cannot read');
+  t.equal((await read(ts, other.ws, a.channel, admin)).status, 404, 'the channel is not in that workspace');
+  t.equal((await read(ts, a.ws, a.channel, null)).status, 401);
+  t.equal((await read(ts, a.ws, a.channel, 'Client nope')).status, 401);
+  t.equal((await read(ts, a.ws, a.channel, 'Bearer nope')).status, 401);
+  t.equal((await read(ts, a.ws, a.channel, admin, 'limit=0')).status, 400);
+  t.equal((await read(ts, a.ws, a.channel, admin, 'limit=1001')).status, 400);
+  t.equal((await read(ts, a.ws, a.channel, admin, 'from=x')).status, 400);
+});
