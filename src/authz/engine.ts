@@ -3,13 +3,10 @@
 import { invalidInput } from '../errors.js';
 import type { Queryable } from '../db/client.js';
 import type { AuthzCache, CachedDecision } from './cache.js';
-import {
-  compileCatalog, compileCeiling, compileGrants, compileObject, compilePolicy, compileSubject, compileTenant, kindFacts, policySignature,
-  type ActionCatalog,
-} from './compile.js';
+import { kindFacts, type ActionCatalog } from './compile.js';
 import { conditionsHold, type ConditionInput } from './conditions.js';
 import type { ActionIndex, Ceiling, CompiledBlock, CompiledPolicy, ObjectFacts, SubjectGrants, TenantFacts } from './model.js';
-import { selectActionCatalog, selectBindings, selectCeiling, selectObject, selectSubject, selectTenant } from './queries.js';
+import { createLoaders } from './loaders.js';
 import { scopeContains } from './scope.js';
 import { OBJECT_KINDS, type AuthorizeRequest, type Decision } from './types.js';
 
@@ -80,104 +77,20 @@ export function createEngine(deps: { sql: Queryable; cache: AuthzCache; now?: ()
   const now = deps.now ?? Date.now;
   // False while invalidations cannot reach this instance (LISTEN connection down): read and store nothing.
   const usable = deps.cacheUsable ?? (() => true);
-  const storable = (gen: number) => cache.generation === gen && usable();
-  let catalog: ActionCatalog | undefined;
-  let catalogLoad: Promise<ActionCatalog> | undefined;
-
-  function loadCatalog(): Promise<ActionCatalog> {
-    if (catalog) return Promise.resolve(catalog);
-    const gen = cache.generation;
-    return (catalogLoad ??= selectActionCatalog(sql).then((rows) => {
-      const loaded = compileCatalog(rows);
-      catalogLoad = undefined;
-      if (cache.generation === gen) catalog = loaded;
-      return loaded;
-    }, (err: unknown) => {
-      catalogLoad = undefined;
-      throw err;
-    }));
-  }
-
-  /** Fresh and not stale, or undefined. */
-  function fresh<V extends { stale: boolean; expiresAt: number }>(value: V | undefined): V | undefined {
-    return value && !value.stale && value.expiresAt > now() && usable() ? value : undefined;
-  }
-
-  function loadGrants(subjectId: string): Promise<SubjectGrants | null> {
-    const hit = fresh(cache.grants.get(subjectId));
-    if (hit && !hit.policy.stale) return Promise.resolve(hit);
-    return cache.dedupe(`s:${subjectId}`, async () => {
-      const gen = cache.generation;
-      const row = await selectSubject(sql, subjectId);
-      if (!row) return null;
-      const rows = await selectBindings(sql, subjectId);
-      const expiresAt = now() + cache.ttlMs;
-      const signature = policySignature(rows);
-      let policy = fresh(cache.policies.get(signature));
-      if (!policy) {
-        policy = compilePolicy(rows, signature, expiresAt);
-        if (storable(gen)) cache.policies.set(signature, policy);
-      }
-      const grants = compileGrants(compileSubject(row, expiresAt), rows, policy, Math.min(expiresAt, policy.expiresAt));
-      if (storable(gen)) cache.grants.set(subjectId, grants);
-      return grants;
-    });
-  }
-
-  /** Explain reads the bindings afresh: it reports assignment ids, which shared policies do not keep. */
-  async function loadPolicyForExplain(subjectId: string): Promise<CompiledPolicy> {
-    const rows = await selectBindings(sql, subjectId);
-    return compilePolicy(rows, '', now());
-  }
-
-  function loadObject(kind: string, id: string): Promise<ObjectFacts | null> {
-    const hit = fresh(cache.objects.get(id));
-    if (hit && hit.kind === kind) return Promise.resolve(hit);
-    return cache.dedupe(`o:${kind}:${id}`, async () => {
-      const gen = cache.generation;
-      const row = await selectObject(sql, kind, id);
-      if (!row) return null;
-      const facts = compileObject(row, now() + cache.ttlMs);
-      if (storable(gen)) cache.objects.set(id, facts);
-      return facts;
-    });
-  }
-
-  function loadTenant(id: string): Promise<TenantFacts | null> {
-    const hit = fresh(cache.tenants.get(id));
-    if (hit) return Promise.resolve(hit);
-    return cache.dedupe(`t:${id}`, async () => {
-      const gen = cache.generation;
-      const row = await selectTenant(sql, id);
-      if (!row) return null;
-      const facts = compileTenant(row, now() + cache.ttlMs);
-      if (storable(gen)) cache.tenants.set(id, facts);
-      return facts;
-    });
-  }
-
-  function loadCeiling(credentialId: string): Promise<Ceiling> {
-    const hit = fresh(cache.ceilings.get(credentialId));
-    if (hit) return Promise.resolve(hit);
-    return cache.dedupe(`c:${credentialId}`, async () => {
-      const gen = cache.generation;
-      const ceiling = compileCeiling(credentialId, await selectCeiling(sql, credentialId), now() + cache.ttlMs);
-      if (storable(gen)) cache.ceilings.set(credentialId, ceiling);
-      return ceiling;
-    });
-  }
+  const load = createLoaders({ sql, cache, now, usable });
+  const { fresh, storable } = load;
 
   async function gather(r: AuthorizeRequest): Promise<Gathered> {
     validateRequest(r);
-    const actions = await loadCatalog();
+    const actions = await load.catalog();
     if (!actions.has(r.action)) throw invalidInput(`unknown action '${r.action}'`);
-    const grants = await loadGrants(r.subjectId);
+    const grants = await load.grants(r.subjectId);
     if (!grants) return { done: true, decision: deny('subject not found', { subject_id: r.subjectId }), cacheable: false, grants, facts: null, tenant: null };
     if (grants.subject.status !== 'active') {
       return { done: true, decision: deny('subject is not active', { subject_id: r.subjectId, subject_status: grants.subject.status }), cacheable: true, grants, facts: null, tenant: null };
     }
     const o = r.object;
-    let facts = o.id === null ? kindFacts(o.kind, o.tenantId ?? null) : await loadObject(o.kind, o.id);
+    let facts = o.id === null ? kindFacts(o.kind, o.tenantId ?? null) : await load.object(o.kind, o.id);
     // An explicit tenantId on a ref with an id re-homes the object for this question: tenant lifecycle asks
     // about T as a platform-level object, so T's own tenant-scope blocks do not match (types.ts, ObjectRef).
     if (facts && o.id !== null && o.tenantId !== undefined && o.tenantId !== facts.tenantId) facts = { ...facts, tenantId: o.tenantId };
@@ -190,7 +103,7 @@ export function createEngine(deps: { sql: Queryable; cache: AuthzCache; now?: ()
     }
     let tenant: TenantFacts | null = null;
     if (facts.tenantId !== null) {
-      tenant = await loadTenant(facts.tenantId);
+      tenant = await load.tenant(facts.tenantId);
       if (!tenant) return { done: true, decision: deny('tenant not found', { tenant_id: facts.tenantId }), cacheable: false, grants, facts, tenant };
       // Freezing locks operations but keeps data readable: management reads say so and pass a frozen tenant.
       const readable = tenant.status === 'frozen' && r.readingFrozenTenant === true;
@@ -198,7 +111,7 @@ export function createEngine(deps: { sql: Queryable; cache: AuthzCache; now?: ()
         return { done: true, decision: deny(`tenant is ${tenant.status}`, { tenant_id: tenant.id, tenant_status: tenant.status }), cacheable: true, grants, facts, tenant };
       }
     }
-    const ceiling = r.ceilingCredentialId ? await loadCeiling(r.ceilingCredentialId) : null;
+    const ceiling = r.ceilingCredentialId ? await load.ceiling(r.ceilingCredentialId) : null;
     return { done: false, grants, facts, tenant, ceiling, catalog: actions };
   }
 
@@ -309,13 +222,10 @@ export function createEngine(deps: { sql: Queryable; cache: AuthzCache; now?: ()
     },
     gather,
     evaluate,
-    objectFacts: loadObject,
-    policyForExplain: loadPolicyForExplain,
-    catalog: loadCatalog,
+    objectFacts: load.object,
+    policyForExplain: load.policyForExplain,
+    catalog: load.catalog,
     conditionInput,
-    resetCatalog() {
-      catalog = undefined;
-      catalogLoad = undefined;
-    },
+    resetCatalog: load.resetCatalog,
   };
 }
