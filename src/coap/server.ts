@@ -20,10 +20,11 @@ const CODES: Record<number, string> = {
   429: '4.29', 500: '5.00', 503: '5.03',
 };
 
-// Content-Format names the coap package reports for the formats a SenML JSON pack may arrive with.
+// Content-Formats a SenML JSON pack may arrive with (110, and generic JSON 50, which constrained clients
+// often send): both are the pipeline's application/senml+json.
 const CONTENT_TYPES: Record<string, string> = {
   'application/senml+json': 'application/senml+json',
-  'application/json': 'application/json',
+  'application/json': 'application/senml+json',
 };
 
 type Req = InstanceType<typeof coap.IncomingMessage>;

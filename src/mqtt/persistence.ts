@@ -1,6 +1,7 @@
 // Where aedes keeps sessions, retained messages and QoS 1 queues, and how it fans out between instances:
 // in memory for one instance, Redis (aedes-persistence-redis + mqemitter-redis) when a URL is configured.
 import { createRequire } from 'node:module';
+import { Readable } from 'node:stream';
 import { Redis } from 'ioredis';
 import MQEmitterRedis from 'mqemitter-redis';
 import type { Logger } from '../log.js';
@@ -19,6 +20,7 @@ export interface BrokerBackend {
 export function createBrokerBackend(redis: { url: string; keyPrefix: string } | undefined, log: Logger): BrokerBackend {
   if (!redis) return { options: {}, shared: false, close: async () => undefined };
   const RedisPersistence = require('aedes-persistence-redis/asyncPersistence.js') as new (opts: { conn: Redis }) => {
+    createRetainedStreamCombi(patterns: string[]): AsyncIterable<unknown> | Readable;
     destroy(): Promise<void>;
   };
   // The key prefix keeps deployments (and test runs) that share one Redis apart; pub/sub channels are
@@ -26,6 +28,10 @@ export function createBrokerBackend(redis: { url: string; keyPrefix: string } | 
   const conn = new Redis(redis.url, { keyPrefix: redis.keyPrefix, lazyConnect: false, maxRetriesPerRequest: 3 });
   conn.on('error', (err: Error) => log.warn('redis persistence connection error', { err: err.message }));
   const persistence = new RedisPersistence({ conn });
+  // aedes 1.2 pipes the retained-message stream (.pipe), but this persistence returns an async generator
+  // there; Readable.from makes it the stream aedes expects (the in-memory persistence does the same).
+  const combi = persistence.createRetainedStreamCombi.bind(persistence);
+  persistence.createRetainedStreamCombi = (patterns) => Readable.from(combi(patterns));
   const mq = MQEmitterRedis({ connectionString: redis.url });
   (mq as unknown as { state: NodeJS.EventEmitter }).state.on('error', (err: Error) => log.warn('redis emitter connection error', { err: err.message }));
   return {

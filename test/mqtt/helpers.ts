@@ -1,5 +1,6 @@
 // MQTT test fixtures: devices with shared keys (created through GraphQL), connected mqtt.js clients, and
 // small waiting helpers; every client is ended at teardown.
+import coap from 'coap';
 import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
 import { adminToken, insertEntity } from '../helpers/auth.js';
 import { gql, type TestService } from '../helpers/service.js';
@@ -84,4 +85,56 @@ export function subscribe(client: MqttClient, topic: string | string[], qos: 0 |
     if (!codes) return reject(err ?? new Error('no SUBACK'));
     resolve(codes.map((g) => (typeof g === 'number' ? g : (g as { qos: number }).qos)));
   }));
+}
+
+/** A channel (resource of kind channel) in the tenant, created by the administrator through GraphQL. */
+export async function createChannel(ts: TestService, tenantId: string, name: string): Promise<string> {
+  const res = await gql(ts.url(), `mutation ($i: CreateResourceInput!) { createResource(input: $i) { id } }`,
+    { i: { kind: 'channel', name, tenantId } }, await adminToken(ts));
+  const id = res.body.data?.createResource?.id as string | undefined;
+  if (!id) throw new Error(`createResource failed: ${JSON.stringify(res.body.errors)}`);
+  return id;
+}
+
+/**
+ * Grants actions on one channel to an entity: a permission block (scope object, resource) and a direct
+ * policy written with SQL, then every decision cache dropped.
+ */
+export async function grantOnChannel(ts: TestService, tenantId: string, entityId: string, channelId: string, actions: string[]) {
+  const sql = ts.service.sql;
+  const [block] = await sql<{ id: string }[]>`
+    insert into permission_blocks (tenant_id, scope_mode, object_kind, object_id, effect)
+    values (${tenantId}, 'object', 'resource', ${channelId}, 'allow') returning id`;
+  await sql`insert into permission_block_actions (block_id, action_id) select ${block!.id}, id from actions where name in ${sql(actions)}`;
+  await sql`insert into direct_policies (tenant_id, subject_kind, entity_id, block_id) values (${tenantId}, 'entity', ${entityId}, ${block!.id})`;
+  await ts.service.authz.invalidate({ kind: 'all' });
+}
+
+/** Messages of a channel through the reader listener, read with a device key. */
+export async function readMessages(ts: TestService, workspaceId: string, channelId: string, key: string, query = 'limit=100') {
+  const res = await fetch(`${ts.url('reader')}/${workspaceId}/channels/${channelId}/messages?${query}`, { headers: { authorization: `Client ${key}` } });
+  const body = await res.json() as { total: number; messages: { protocol: string; name: string; value: number; publisher: string }[] };
+  if (res.status !== 200) throw new Error(`reader answered ${res.status}: ${JSON.stringify(body)}`);
+  return body;
+}
+
+/** Everything a test needs to run the broker on port 0 (CoAP too) with fast node heartbeats. */
+export const BROKER_ENV: Record<string, string> = {
+  SVC_MQTT_ADDR: '127.0.0.1:0',
+  SVC_COAP_ADDR: '127.0.0.1:0',
+  SVC_NODE_HEARTBEAT_MS: '200',
+  SVC_NODE_STALE_MS: '1000',
+};
+
+/** One CoAP request over UDP; resolves with the response code, diagnostic payload and Max-Age. */
+export function coapPost(port: number, path: string, payload: string, options: Record<string, unknown> = {}, method = 'POST') {
+  return new Promise<{ code: string; payload: string; maxAge: unknown }>((resolve, reject) => {
+    const [pathname, query] = path.split('?');
+    const req = coap.request({ hostname: '127.0.0.1', port, method: method as 'POST', pathname, query, options: options as never });
+    req.on('response', (res: InstanceType<typeof coap.IncomingMessage>) => {
+      resolve({ code: res.code, payload: res.payload.toString(), maxAge: res.headers['Max-Age'] });
+    });
+    req.on('error', reject);
+    req.end(payload);
+  });
 }

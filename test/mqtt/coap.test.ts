@@ -1,0 +1,57 @@
+// CoAP ingest over real UDP with the coap client: path and query parsing, Content-Format handling, and
+// the CoAP code for each pipeline outcome (2.04, 4.00, 4.01, 4.03, 4.04, 4.05, 4.13, 4.15, 5.03 + Max-Age).
+import t from 'tap';
+import { createCoapServer } from '../../src/coap/index.js';
+import { forbidden, invalidInput, notFound, payloadTooLarge, unauthenticated, unavailable } from '../../src/errors.js';
+import type { PublishInput } from '../../src/messaging/index.js';
+import { testLogger } from '../helpers/service.js';
+import { coapPost } from './helpers.js';
+
+const WS = '6f1c9d2e-1111-4a55-9d55-000000000001';
+const CH = '6f1c9d2e-2222-4a55-9d55-000000000002';
+
+t.test('CoAP ingest', async (t) => {
+  const calls: { key: string; input: PublishInput }[] = [];
+  const server = createCoapServer({
+    log: testLogger(),
+    messaging: {
+      async publishWithKey(key, input) {
+        calls.push({ key, input });
+        const body = input.payload.toString();
+        if (key === 'unknown-key') throw unauthenticated('invalid device key');
+        if (key === 'no-grant') throw forbidden();
+        if (key === 'busy') throw unavailable('ingest queue full', 2);
+        if (input.channelId !== CH) throw notFound('channel');
+        if (body === 'big') throw payloadTooLarge(10);
+        if (body !== '[{"n":"t","v":1}]') throw invalidInput("record 0: field 'v' must be a number");
+        return { stored: 1, messages: [] };
+      },
+    },
+  });
+  const port = await server.listen('127.0.0.1', 0);
+  t.teardown(() => server.close(1000));
+  const path = `/m/${WS}/c/${CH}`;
+  const ok = '[{"n":"t","v":1}]';
+
+  t.match(await coapPost(port, `${path}?auth=good-key`, ok, { 'Content-Format': 'application/senml+json' }), { code: '2.04' });
+  t.match(calls.at(-1), { key: 'good-key', input: { workspaceId: WS, channelId: CH, subtopic: null, protocol: 'coap', contentType: 'application/senml+json' } });
+  t.match(await coapPost(port, `${path}/kitchen/temp?auth=good-key`, ok, { 'Content-Format': 'application/json' }), { code: '2.04' });
+  t.match(calls.at(-1), { input: { subtopic: 'kitchen/temp', contentType: 'application/senml+json' } }, 'JSON (50) read as SenML JSON');
+  t.match(await coapPost(port, `${path}?auth=good-key`, ok), { code: '2.04' }, 'no Content-Format: read as SenML JSON');
+
+  const count = calls.length;
+  t.match(await coapPost(port, path, ok), { code: '4.01', payload: /auth=/ }, 'no key');
+  t.match(await coapPost(port, `${path}?auth=good-key`, ok, { 'Content-Format': 'text/plain;charset=utf-8' }), { code: '4.15' });
+  t.match(await coapPost(port, `/m/${WS}/x/${CH}?auth=good-key`, ok), { code: '4.04' }, 'not a channel path');
+  t.match(await coapPost(port, `${path}?auth=good-key`, '', {}, 'GET'), { code: '4.05' });
+  t.equal(calls.length, count, 'refused before reaching the pipeline');
+
+  t.match(await coapPost(port, `${path}?auth=unknown-key`, ok), { code: '4.01', payload: 'invalid device key' });
+  t.match(await coapPost(port, `${path}?auth=no-grant`, ok), { code: '4.03', payload: 'forbidden' });
+  t.match(await coapPost(port, `/m/${WS}/c/${WS}?auth=good-key`, ok), { code: '4.04', payload: 'channel not found' });
+  t.match(await coapPost(port, `${path}?auth=good-key`, '[{"n":"t","v":"x"}]'), { code: '4.00', payload: /record 0: field 'v'/ });
+  t.match(await coapPost(port, `${path}?auth=good-key`, 'big'), { code: '4.13' });
+  t.match(await coapPost(port, `${path}?auth=busy`, ok), { code: '5.03', maxAge: 2 }, 'retry hint as Max-Age');
+  t.match(await coapPost(port, `${path}?auth=${encodeURIComponent('k+y/=')}`, ok), { code: '2.04' });
+  t.equal(calls.at(-1)?.key, 'k+y/=', 'the key is URL-decoded');
+});
