@@ -175,7 +175,6 @@ export async function startService(env: Record<string, string | undefined>, opti
       maxDepth: config.graphql.maxDepth,
       maxComplexity: config.graphql.maxComplexity,
       cacheSize: config.graphql.compiledQueryCacheSize,
-      variableLimit: config.lists.maxLimit,
     }, log);
 
     const servers = new Map<ListenerName, { server: HttpServer; addr: NonNullable<Addr> }>();

@@ -28,8 +28,6 @@ export interface ExecutorOptions {
   maxDepth: number;
   maxComplexity: number;
   cacheSize: number;
-  /** The page size assumed for `limit: $var` when costing a query. */
-  variableLimit: number;
 }
 
 type Prepared = { compiled: CompiledQuery; document: DocumentNode } | { errors: readonly GraphQLError[] };
@@ -48,7 +46,7 @@ export function createGraphqlExecutor(schema: GraphQLSchema, options: ExecutorOp
   const rules: ValidationRule[] = [
     ...specifiedRules,
     depthLimitRule(options.maxDepth),
-    complexityLimitRule(options.maxComplexity, options.variableLimit),
+    complexityLimitRule(options.maxComplexity),
   ];
   if (!options.introspection) rules.push(NoSchemaIntrospectionCustomRule);
   let compilations = 0;

@@ -7,7 +7,6 @@ import {
   type OperationDefinitionNode,
   type SelectionSetNode,
   type ValidationContext,
-  type ValueNode,
 } from 'graphql';
 
 type Measure = (set: SelectionSetNode, fragments: Map<string, FragmentDefinitionNode>, seen: Set<string>) => number;
@@ -38,39 +37,27 @@ const depthOf: Measure = (set, fragments, seen) => {
   return max;
 };
 
-/** A literal limit counts as written; a variable one as the largest page a list may return. */
-function limitOf(value: ValueNode | undefined, variableLimit: number): number {
-  if (!value) return 1;
-  if (value.kind === Kind.INT) return Number(value.value);
-  if (value.kind === Kind.VARIABLE) return variableLimit;
-  return 1;
-}
-
 /**
- * Each field costs 1; a field taking `limit` multiplies the cost of what it returns by that limit.
- * Computed without the request's variables so the verdict can be cached with the compiled query.
+ * Each selected field costs 1, as in async-graphql (the system whose clients we serve, with the same
+ * default maximum of 1000): a wide query is bounded here, a deep one by the depth rule. Page sizes are
+ * bounded separately (SVC_LIST_MAX_LIMIT), so a list's cost does not depend on its limit argument.
  */
-function costOf(variableLimit: number): Measure {
-  const cost: Measure = (set, fragments, seen) => {
-    let total = 0;
-    for (const sel of set.selections) {
-      if (sel.kind === Kind.FIELD) {
-        const limitArg = sel.arguments?.find((a) => a.name.value === 'limit');
-        const multiplier = Math.max(1, limitOf(limitArg?.value, variableLimit));
-        total += 1 + (sel.selectionSet ? multiplier * cost(sel.selectionSet, fragments, seen) : 0);
-      } else if (sel.kind === Kind.INLINE_FRAGMENT) {
-        total += cost(sel.selectionSet, fragments, seen);
-      } else {
-        const name = sel.name.value;
-        const frag = fragments.get(name);
-        if (!frag || seen.has(name)) continue;
-        total += cost(frag.selectionSet, fragments, new Set([...seen, name]));
-      }
+const costOf: Measure = (set, fragments, seen) => {
+  let total = 0;
+  for (const sel of set.selections) {
+    if (sel.kind === Kind.FIELD) {
+      total += 1 + (sel.selectionSet ? costOf(sel.selectionSet, fragments, seen) : 0);
+    } else if (sel.kind === Kind.INLINE_FRAGMENT) {
+      total += costOf(sel.selectionSet, fragments, seen);
+    } else {
+      const name = sel.name.value;
+      const frag = fragments.get(name);
+      if (!frag || seen.has(name)) continue;
+      total += costOf(frag.selectionSet, fragments, new Set([...seen, name]));
     }
-    return total;
-  };
-  return cost;
-}
+  }
+  return total;
+};
 
 function operationRule(measure: Measure, limit: number, describe: (value: number, op: OperationDefinitionNode) => string) {
   return (context: ValidationContext): ASTVisitor => ({
@@ -85,6 +72,6 @@ export function depthLimitRule(maxDepth: number) {
   return operationRule(depthOf, maxDepth, (d) => `query depth ${d} exceeds the maximum of ${maxDepth}`);
 }
 
-export function complexityLimitRule(maxComplexity: number, variableLimit: number) {
-  return operationRule(costOf(variableLimit), maxComplexity, (c) => `query complexity ${c} exceeds the maximum of ${maxComplexity}`);
+export function complexityLimitRule(maxComplexity: number) {
+  return operationRule(costOf, maxComplexity, (c) => `query complexity ${c} exceeds the maximum of ${maxComplexity}`);
 }
