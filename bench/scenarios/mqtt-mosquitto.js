@@ -18,18 +18,23 @@ function mosquittoPid() {
   return null;
 }
 
-export default {
-  name: 'mqtt-mosquitto',
-  description: 'reference: the mqtt-publish load against Mosquitto on 127.0.0.1:1883 (no storage, no auth)',
-  server: 'none',
-  async run(/** @type {any} */ ctx) {
-    const pid = mosquittoPid();
-    if (!pid) {
-      console.error('bench: mqtt-mosquitto: no mosquitto process found; skipped');
-      return { requests: 0, errors: 1, serverCpuSeconds: {} };
-    }
-    const topic = `bench/${process.pid}/reference`;
-    const clients = Array.from({ length: ctx.connections }, () => ({ topic }));
-    return driveMqtt(ctx, { port: HOST_PORT, clients, roots: { mosquitto: pid, generator: process.pid }, includePostgres: false });
-  },
-};
+/** @param {string} name @param {number} inflight */
+export function mosquittoScenario(name, inflight) {
+  return {
+    name,
+    description: `reference: the ${name.replace('mosquitto', 'publish')} load against Mosquitto on 127.0.0.1:1883 (no storage, no auth)`,
+    server: 'none',
+    async run(/** @type {any} */ ctx) {
+      const pid = mosquittoPid();
+      if (!pid) {
+        console.error('bench: mqtt-mosquitto: no mosquitto process found; skipped');
+        return { requests: 0, errors: 1, serverCpuSeconds: {} };
+      }
+      const topic = `bench/${process.pid}/reference`;
+      const clients = Array.from({ length: ctx.connections }, () => ({ topic }));
+      return driveMqtt(ctx, { port: HOST_PORT, clients, roots: { mosquitto: pid, generator: process.pid }, includePostgres: false, inflight });
+    },
+  };
+}
+
+export default mosquittoScenario('mqtt-mosquitto', 1);

@@ -14,6 +14,8 @@ export type DenyAction = 'ignore' | 'disconnect';
 interface Session {
   identity: DeviceIdentity;
   key: string;
+  /** When the key was last confirmed (Date.now()). */
+  checkedAt: number;
   /** Settles when every earlier PUBLISH of this client has been answered: keeps PUBACKs in order. */
   tail: Promise<void>;
 }
@@ -35,6 +37,9 @@ export interface HookDeps {
 const SERVER_UNAVAILABLE = 3;
 const BAD_USERNAME_OR_PASSWORD = 4;
 const NOT_AUTHORIZED = 5;
+
+/** Staleness bound for a connected client's key and device status on the publish path. */
+export const KEY_RECHECK_MS = 1000;
 
 const TRANSIENT = new Set(['UNAVAILABLE', 'RATE_LIMITED', 'INTERNAL']);
 const PACKET = new Set(['INVALID_INPUT', 'PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE']);
@@ -66,7 +71,7 @@ export function createHooks(deps: HookDeps) {
         metrics.counters.errors.auth++;
         return done(connectError(NOT_AUTHORIZED, 'device is not active'), false);
       }
-      sessions.set(client, { identity, key, tail: Promise.resolve() });
+      sessions.set(client, { identity, key, checkedAt: Date.now(), tail: Promise.resolve() });
       done(null, true);
     }, (err: unknown) => {
       log.warn('mqtt authentication unavailable', { err });
@@ -103,12 +108,19 @@ export function createHooks(deps: HookDeps) {
   async function publish(session: Session, packet: PublishPacket): Promise<void> {
     const topic = parsePublishTopic(packet.topic);
     if (!topic) throw Object.assign(new Error(`topic '${packet.topic}' is not m/<workspace_id>/c/<channel_id>[/<subtopic>]`), { refusal: 'authz' });
-    // The key is checked again on every PUBLISH (a cached lookup): a revoked key stops publishing at once.
-    const identity = await auth.authenticateDeviceKey(session.key);
-    if (!identity || identity.entityId !== session.identity.entityId) {
-      throw Object.assign(new Error('shared key no longer valid'), { refusal: 'auth' });
+    // The key is confirmed again (a cached lookup, invalidated by NOTIFY on revocation) at most every
+    // KEY_RECHECK_MS: a revoked key or disabled device stops publishing within that bound, and a burst of
+    // PUBLISHes does not hash the key once per message.
+    let identity = session.identity;
+    const now = Date.now();
+    if (now - session.checkedAt >= KEY_RECHECK_MS) {
+      const current = await auth.authenticateDeviceKey(session.key);
+      if (!current || current.entityId !== session.identity.entityId) {
+        throw Object.assign(new Error('shared key no longer valid'), { refusal: 'auth' });
+      }
+      session.identity = identity = current;
+      session.checkedAt = now;
     }
-    session.identity = identity;
     if (packet.retain && packet.payload.length === 0) return clearRetained(identity, topic);
     await messaging.publishAsDevice(identity, {
       workspaceId: topic.workspaceId, channelId: topic.channelId, subtopic: topic.subtopic,

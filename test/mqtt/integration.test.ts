@@ -2,7 +2,9 @@
 // reader with their protocol, refusals for devices without publish and for another workspace's devices,
 // QoS 1, retained messages, persistent sessions, and HTTP/CoAP messages delivered to MQTT subscribers.
 import t from 'tap';
-import { insertTenant, startAuthService } from '../helpers/auth.js';
+import { KEY_RECHECK_MS } from '../../src/mqtt/hooks.js';
+import { adminToken, insertTenant, startAuthService } from '../helpers/auth.js';
+import { gql } from '../helpers/service.js';
 import {
   BROKER_ENV, coapPost, connect, createChannel, createDevice, deviceClient, grantOnChannel, inbox, publish, readMessages, sleep, subscribe, waitUntil,
 } from './helpers.js';
@@ -130,6 +132,23 @@ t.test('MQTT and CoAP through the messaging pipeline', async (t) => {
     const msgs = await box.waitFor(2);
     const names = msgs.map((m) => JSON.parse(m.payload)[0] as { bn?: string; n: string }).map((r) => `${r.bn ?? ''}${r.n}`);
     t.same(names.sort(), ['urn:dev:test:http-offline', 'urn:dev:test:while-offline'], 'the MQTT one as published, the HTTP one resolved');
+  });
+
+  await t.test('a revoked key stops publishing on an open connection within the re-check bound', async (t) => {
+    const spare = await createDevice(ts, ws, 'spare');
+    await grantOnChannel(ts, ws, spare.id, ch, ['publish']);
+    const pub = await deviceClient(t, mqttPort, spare);
+    await publish(pub, topic, senml('before-revoke', 1), { qos: 1 });
+    const before = await stored();
+    const res = await gql(ts.url(), `mutation ($id: ID!) { revokeCredential(credentialId: $id) }`, { id: spare.credentialId }, await adminToken(ts));
+    t.equal(res.body.data?.revokeCredential, true);
+    await sleep(KEY_RECHECK_MS + 100);
+    const closed = new Promise<void>((r) => pub.once('close', () => r()));
+    pub.publish(topic, senml('after-revoke', 2), { qos: 1 });
+    await closed;
+    t.pass('connection closed without PUBACK');
+    t.equal(await stored(), before, 'nothing stored');
+    await t.rejects(deviceClient(t, mqttPort, spare), { code: 4 }, 'and it cannot connect again');
   });
 
   await t.test('many QoS 1 publishes in one burst: all acknowledged after storage, in order', async (t) => {
