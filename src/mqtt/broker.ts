@@ -77,10 +77,11 @@ const RETAINED_CACHE_MS = 1000;
 export async function createMqttBroker(deps: MqttDeps): Promise<MqttBroker> {
   const { log, config } = deps;
   const metrics = createMqttMetrics();
-  let stopping = false;
+  /** Set when close() begins: from then on PUBLISHes are refused unstored, so the last PUBACKs can be flushed. */
+  let closing = false;
   const hooks = createHooks({
     auth: deps.auth, messaging: deps.messaging, authz: deps.authz, metrics, log,
-    denyAction: config.denyAction, stopping: () => stopping,
+    denyAction: config.denyAction, closing: () => closing,
     alreadyReceived: (client, packet) => persistence.incomingGetPacket(client, packet).then(() => true, () => false),
   });
   const backend = createBrokerBackend(config.redis, log);
@@ -193,11 +194,10 @@ export async function createMqttBroker(deps: MqttDeps): Promise<MqttBroker> {
       });
     },
     stopAccepting() {
-      stopping = true;
       if (server.listening) server.close();
     },
     async close(timeoutMs) {
-      stopping = true;
+      closing = true;
       if (server.listening) server.close();
       if (revalidate) clearInterval(revalidate);
       let timer: NodeJS.Timeout | undefined;
@@ -207,6 +207,9 @@ export async function createMqttBroker(deps: MqttDeps): Promise<MqttBroker> {
       ]);
       clearTimeout(timer);
       if (!settled) log.warn('mqtt: publishes still being stored at shutdown; their clients get no PUBACK and will resend');
+      // PUBACKs of the last answers are written on the next turns of the loop; closing a socket drops what
+      // it has not flushed, and an unacknowledged message is resent (a duplicate), so let them go out.
+      await new Promise((resolve) => setTimeout(resolve, 50));
       stopFanOut();
       // MQTT 3.1.1 has no server DISCONNECT: closing the connection is the graceful end; persistent sessions stay.
       await new Promise<void>((resolve) => broker.close(() => resolve()));

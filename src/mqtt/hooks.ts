@@ -27,8 +27,11 @@ export interface HookDeps {
   metrics: MqttMetrics;
   log: Logger;
   denyAction: DenyAction;
-  /** True once the service is stopping: wills are not published for connections we close ourselves. */
-  stopping(): boolean;
+  /**
+   * True once the broker is closing: PUBLISHes are refused without being stored (the connection closes, the
+   * client resends elsewhere), and wills are not published for connections we close ourselves.
+   */
+  closing(): boolean;
   /** A QoS 2 PUBLISH aedes already holds (a DUP resent before our PUBREC arrived): stored already. */
   alreadyReceived(client: Client, packet: PublishPacket): Promise<boolean>;
 }
@@ -71,6 +74,10 @@ export function createHooks(deps: HookDeps) {
         metrics.counters.errors.auth++;
         return done(connectError(NOT_AUTHORIZED, 'device is not active'), false);
       }
+      // Client ids are chosen by clients, and MQTT lets a CONNECT with a taken id take over that session
+      // (its subscriptions and queued messages). Scoping the id by the authenticated device keeps one
+      // device from reaching another's session; aedes reads client.id only after this hook.
+      (client as { id: string }).id = `${identity.entityId}/${client.id}`;
       sessions.set(client, { identity, key, checkedAt: Date.now(), tail: Promise.resolve() });
       done(null, true);
     }, (err: unknown) => {
@@ -89,8 +96,7 @@ export function createHooks(deps: HookDeps) {
     if (!client) return done(null);
     const session = sessions.get(client);
     if (!session) return done(new Error('not authenticated'));
-    const isWill = (client as unknown as { will?: unknown }).will === packet;
-    if (isWill && deps.stopping()) return done(new Error('service stopping: will not published'));
+    if (deps.closing()) return done(new Error('service stopping'));
     const work = packet.qos === 2 && packet.dup
       ? deps.alreadyReceived(client, packet).then((seen) => (seen ? undefined : publish(session, packet)))
       : publish(session, packet);

@@ -137,6 +137,29 @@ t.test('MQTT broker hooks, delivery and sessions', async (t) => {
     t.ok((await broker.snapshot()).sessions.total >= 1);
   });
 
+  await t.test('a client id is scoped by device: no takeover of, and no messages from, another device session', async (t) => {
+    const clientId = 'shared-name';
+    const owner = await deviceClient(t, port, b!, { clientId, clean: false });
+    await subscribe(owner, topic, 1);
+    let kicked = false;
+    owner.once('close', () => { kicked = true; });
+    const other = await deviceClient(t, port, c!, { clientId, clean: false });
+    await sleep(100);
+    t.notOk(kicked, "the other device's CONNECT with the same id left this session alone");
+    await new Promise<void>((r) => owner.end(false, {}, () => r()));
+    const pub = await deviceClient(t, port, a!);
+    await publish(pub, topic, JSON.stringify([{ n: 'for-owner', v: 1 }]), { qos: 1 });
+    await new Promise<void>((r) => other.end(false, {}, () => r()));
+    const impostor = await deviceClient(t, port, c!, { clientId, clean: false });
+    const box = inbox(impostor);
+    const back = await deviceClient(t, port, b!, { clientId, clean: false });
+    const ownBox = inbox(back);
+    await ownBox.waitFor(1);
+    await sleep(100);
+    t.equal(box.messages.length, 0, "the other device does not get the owner's queued message");
+    await new Promise<void>((r) => back.end(true, {}, () => r()));
+  });
+
   await t.test('HTTP and CoAP messages are delivered to MQTT subscribers as resolved SenML', async (t) => {
     const sub = await deviceClient(t, port, b!);
     await subscribe(sub, `${topic}/room`, 1);
@@ -172,7 +195,7 @@ t.test('MQTT broker hooks, delivery and sessions', async (t) => {
     t.equal(s.connections.current, 1);
     t.equal(s.connections.total - s.connections.disconnections, 1);
     t.equal(s.subscriptions.active, 2);
-    t.same(s.sessions, { connected: 1, total: 2 }, 'this client and the persistent session of the earlier test');
+    t.same(s.sessions, { connected: 1, total: 3 }, 'this client and the two persistent sessions with subscriptions of earlier tests');
     t.ok(s.connections.total >= 10 && s.connections.current >= 1);
     t.ok(s.messages.publish_received >= 5 && s.messages.publish_sent >= 4);
     t.ok(s.messages.received > s.messages.publish_received && s.messages.sent > s.messages.publish_sent);
@@ -180,4 +203,26 @@ t.test('MQTT broker hooks, delivery and sessions', async (t) => {
     t.ok(s.errors.auth >= 3);
     t.ok(s.subscriptions.active >= 1);
   });
+});
+
+t.test('connected clients are re-checked: a withdrawn subscribe grant closes the connection', async (t) => {
+  const ts = await startAuthService(t);
+  const tenant = await insertTenant(ts, 'recheck-fleet');
+  const d = await createDevice(ts, tenant, 'watcher');
+  const script = scriptedPipeline();
+  script.grants.add(`${d.id}:${CH}:subscribe`);
+  const broker = await createMqttBroker({
+    auth: ts.service.auth, messaging: script.pipeline, authz: ts.service.authz, log: testLogger(),
+    config: { denyAction: 'ignore', revalidateSecs: 1 },
+  });
+  t.teardown(() => broker.close(1000));
+  const port = await broker.listen('127.0.0.1', 0);
+  const client = await deviceClient(t, port, d);
+  t.same(await subscribe(client, `m/${WS}/c/${CH}`, 1), [1]);
+  const closed = new Promise<void>((r) => client.once('close', () => r()));
+  await sleep(1200);
+  t.ok(client.connected, 'still allowed: still connected');
+  script.grants.delete(`${d.id}:${CH}:subscribe`);
+  await closed;
+  t.pass('closed within the re-check interval');
 });

@@ -1,0 +1,44 @@
+// Stopping the service under MQTT load: the listener stops accepting, PUBLISHes being stored are answered,
+// clients are disconnected, the node deregisters, and every acknowledged message is in the database.
+import t from 'tap';
+import postgres from 'postgres';
+import { insertTenant, startAuthService } from '../helpers/auth.js';
+import { BROKER_ENV, connect, createChannel, createDevice, deviceClient, grantOnChannel } from './helpers.js';
+
+t.test('graceful stop under MQTT load', async (t) => {
+  const ts = await startAuthService(t, BROKER_ENV);
+  const port = ts.service.ports.mqtt!;
+  const ws = await insertTenant(ts, 'stopping');
+  const ch = await createChannel(ts, ws, 'line');
+  const dev = await createDevice(ts, ws, 'busy');
+  await grantOnChannel(ts, ws, dev.id, ch, ['publish']);
+  const topic = `m/${ws}/c/${ch}`;
+  const clients = await Promise.all(Array.from({ length: 8 }, () => deviceClient(t, port, dev)));
+  let acked = 0;
+  let running = true;
+  const closed = clients.map((c) => new Promise<void>((r) => c.once('close', () => r())));
+  const loops = clients.map(async (c, i) => {
+    for (let n = 0; running && c.connected; n++) {
+      await new Promise<void>((resolve) => c.publish(topic, JSON.stringify([{ n: `m${i}-${n}`, v: n }]), { qos: 1 }, (err) => {
+        if (!err) acked++;
+        resolve();
+      }));
+    }
+  });
+  await new Promise((r) => setTimeout(r, 300));
+  const nodeId = ts.service.registry.nodeId;
+  await ts.service.stop();
+  running = false;
+  await Promise.all(closed);
+  t.pass('every client was disconnected');
+  await Promise.race([Promise.all(loops), new Promise((r) => setTimeout(r, 500))]);
+  t.ok(acked > 0, `${acked} publishes acknowledged before the stop`);
+  await t.rejects(connect(t, port, { username: dev.id, password: dev.key, connectTimeout: 1000 }), 'no longer accepting');
+
+  const sql = postgres(ts.db.url, { max: 1, onnotice: () => undefined });
+  t.teardown(() => sql.end());
+  const [row] = await sql<{ n: number }[]>`select count(*)::int as n from messages where channel_id = ${ch}`;
+  t.ok(row!.n >= acked, `every acknowledged message stored (${row!.n} stored, ${acked} acknowledged)`);
+  const nodes = await sql`select id from broker_nodes where id = ${nodeId}`;
+  t.equal(nodes.length, 0, 'the node deregistered');
+});
