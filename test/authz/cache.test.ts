@@ -33,7 +33,7 @@ const world: World = {
 };
 
 t.test('memoised decisions, invalidation by id, races and reconnects', async (t) => {
-  const { authz, ids, sql, hub } = await startEngine(t, world);
+  const { authz, ids, sql, hub, audit } = await startEngine(t, world);
   const ask = (subject: string, action: string, object: string): AuthorizeRequest => ({ subjectId: ids[subject] as string, action, object: { kind: 'resource', id: ids[object] as string } });
   const annRead = ask('ann', 'read', 'ch');
 
@@ -56,6 +56,11 @@ t.test('memoised decisions, invalidation by id, races and reconnects', async (t)
   t.ok((await authz.authorize(ask('dev', 'publish', 'ch'))).allowed, 'still memoised');
   await authz.invalidate({ kind: 'tenants', tenantIds: [ids.acme as string] });
   t.match(await authz.authorize(ask('dev', 'publish', 'ch')), { allowed: false, reason: 'tenant is frozen' });
+  t.match(await authz.authorize(ask('dev', 'publish', 'ch')), { allowed: false, reason: 'tenant is frozen' }, 'memoised denial');
+  await audit.flush();
+  const denials = await sql<{ tenant_id: string; details: Record<string, unknown> }[]>`select tenant_id, details from audit_log where event = 'authz.tenant_state_denied'`;
+  t.equal(denials.length, 2, 'every tenant-state denial is audited, memoised or not');
+  t.match(denials[0], { tenant_id: ids.acme, details: { tenant_status: 'frozen', action: 'publish', object_id: ids.ch } });
   await sql`update tenants set status = 'active' where id = ${ids.acme as string}`;
   await authz.invalidate({ kind: 'tenants', tenantIds: [ids.acme as string] });
 
