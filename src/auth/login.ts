@@ -55,7 +55,8 @@ export function createLogin(deps: {
     });
   }
 
-  async function checkRateLimit(keys: string[], input: { identifier: string; kind: string }, meta: RequestMeta) {
+  /** Refuses when over a limit; returns whether the identifier has failures to clear after a success. */
+  async function checkRateLimit(keys: string[], input: { identifier: string; kind: string }, meta: RequestMeta): Promise<boolean> {
     const rows = await q.selectLoginFailures(sql, keys, settings.failureWindowSecs);
     for (const r of rows) {
       const limit = r.key.startsWith('ip:') ? settings.failureIpLimit : settings.failureLimit;
@@ -64,6 +65,7 @@ export function createLogin(deps: {
         throw new AppError('RATE_LIMITED', 'too many failed login attempts', { retryAfterSeconds: Math.max(1, r.retry_after) });
       }
     }
+    return rows.some((r) => r.key === keys[0]);
   }
 
   async function resolveTenant(input: LoginInput) {
@@ -87,7 +89,7 @@ export function createLogin(deps: {
       const facts = { identifier, kind };
       const idKey = `id:${kind}:${identifier.toLowerCase()}`;
       const keys = [idKey, `ip:${meta.ip ? deps.addressKey(meta.ip) : 'unknown'}`];
-      await checkRateLimit(keys, facts, meta);
+      const hadFailures = await checkRateLimit(keys, facts, meta);
 
       const tenant = await resolveTenant(input);
       const contextTenantId = tenant && !('missing' in tenant) ? tenant.id : null;
@@ -139,7 +141,7 @@ export function createLogin(deps: {
         }
         tenantId = tenant.id;
       }
-      await q.clearLoginFailures(sql, idKey);
+      if (hadFailures) await q.clearLoginFailures(sql, idKey);
       const session = await sessions.issue(subject.id, tenantId, kind, meta);
       audit.record({
         event: 'auth.login', outcome: 'allow', actorEntityId: subject.id, tenantId, targetKind: 'session', targetId: session.sessionId,
