@@ -53,6 +53,8 @@ export interface MessagingService extends Messaging {
   /** Partitions for today and the days ahead exist before the first publish; then the periodic task. */
   start(): Promise<void>;
   read(subject: Subject, workspaceId: string, channelId: string, query: ReadQuery): Promise<ReadPage>;
+  /** One partition maintenance pass now (tests; operators wanting it before the next interval). */
+  runMaintenance(now?: Date): Promise<boolean>;
   readonly settings: MessagingSettings;
 }
 
@@ -158,6 +160,7 @@ export function createMessaging(deps: MessagingDeps): MessagingService {
       await maintenance.run();
       maintenance.start();
     },
+    runMaintenance: (now) => maintenance.run(now),
     publishAsDevice(device, input) {
       count(input.payload);
       return publish(device, input);

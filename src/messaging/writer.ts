@@ -40,16 +40,26 @@ export interface Writer {
   close(): Promise<void>;
 }
 
-const PROBE_MS = 500;
+// The first probe comes quickly (a killed connection reconnects at once), later ones back off.
+const PROBE_FIRST_MS = 20;
+const PROBE_MAX_MS = 500;
 const RETRY_AFTER_SECS = 1;
 const MAX_ATTEMPTS = 3;
 const timedOut = () => new AppError('UNAVAILABLE', 'database did not answer in time', { code: 'WRITE_TIMEOUT', retryAfterSeconds: RETRY_AFTER_SECS });
 
+/** SQLSTATE classes 22 (data exception) and 23 (integrity): this batch's rows, not the database. */
+function refusedData(code: unknown): boolean {
+  return typeof code === 'string' && (code.startsWith('22') || code.startsWith('23'));
+}
+
 export function createWriter(url: string, settings: WriterSettings, log: Logger, onCommitted: (jobs: readonly BatchItem[]) => void): Writer {
   // Default plan mode and prepared statements: the insert text never changes, a generic plan is right.
+  // fetch_types off: the batch sends array literals, so no array parsers are needed, and postgres.js
+  // runs that lookup in a promise nobody awaits, which a connection killed at that moment turns into an
+  // unhandled rejection (seen when a database restarts).
   const connect = (): Sql => postgres(url, {
-    max: 1, prepare: true, idle_timeout: undefined, max_lifetime: null, connect_timeout: settings.connectTimeoutSecs,
-    onnotice: () => undefined, connection: { application_name: 'svc-writer' },
+    max: 1, prepare: true, fetch_types: false, idle_timeout: undefined, max_lifetime: null,
+    connect_timeout: settings.connectTimeoutSecs, onnotice: () => undefined, connection: { application_name: 'svc-writer' },
   }) as unknown as Sql;
   const conns: Sql[] = Array.from({ length: settings.connections }, connect);
   const idle: number[] = conns.map((_, i) => i);
@@ -62,6 +72,7 @@ export function createWriter(url: string, settings: WriterSettings, log: Logger,
   let scheduled = false;
   let down = false;
   let probing: NodeJS.Timeout | undefined;
+  let probeDelay = PROBE_FIRST_MS;
   let closing = false;
   let inFlight = 0;
   let idleWaiters: (() => void)[] = [];
@@ -128,11 +139,12 @@ export function createWriter(url: string, settings: WriterSettings, log: Logger,
       if ((code === '40P01' || code === '40001') && (jobs[0] as Job).attempts < MAX_ATTEMPTS) {
         // Two writers crossing on the per-channel counters: the batch did nothing; run it again.
         requeue(jobs, false);
-      } else if (appErr.kind === 'UNAVAILABLE') {
-        // A hung connection is replaced; postgres.js reconnects a closed one by itself.
+      } else if (!refusedData(code)) {
+        // Anything but the data itself (connection lost or refused, database shutting down or not
+        // accepting connections, a hung server) is the database being away: 503 now, probe until back.
         if (appErr.code === 'WRITE_TIMEOUT') replace(slot);
         markDown(appErr);
-        failJobs(jobs, appErr);
+        failJobs(jobs, unavailable('database unavailable; message not stored', RETRY_AFTER_SECS));
       } else if (jobs.length > 1) {
         // Not the database being away but one publish it refused: retry each alone so the others commit.
         log.warn('batch refused; retrying its publishes one by one', { err: String(err) });
@@ -182,7 +194,10 @@ export function createWriter(url: string, settings: WriterSettings, log: Logger,
     queue = [];
     for (const j of waiting) queued -= j.messages.length;
     failJobs(waiting, unavailable('database unavailable', RETRY_AFTER_SECS));
-    probing ??= setTimeout(probe, PROBE_MS);
+    if (probing === undefined) {
+      probeDelay = PROBE_FIRST_MS;
+      probing = setTimeout(probe, probeDelay);
+    }
   }
 
   function probe(): void {
@@ -199,8 +214,10 @@ export function createWriter(url: string, settings: WriterSettings, log: Logger,
       schedule();
     }, (err: unknown) => {
       clearTimeout(timer);
+      // postgres.js can leave a query pending forever on a connection killed mid-flight: start afresh.
       if (String(err).includes('probe timed out')) replace(0);
-      probing = closing ? undefined : setTimeout(probe, PROBE_MS);
+      probeDelay = Math.min(probeDelay * 2, PROBE_MAX_MS);
+      probing = closing ? undefined : setTimeout(probe, probeDelay);
     });
   }
 

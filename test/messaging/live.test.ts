@@ -1,0 +1,98 @@
+// Live subscriptions over WebSocket: messages arrive after commit; upgrades refused before the socket opens.
+import http from 'node:http';
+import t from 'tap';
+import { WebSocket } from 'undici';
+import { AUTH_ENV, adminToken } from '../helpers/auth.js';
+import { startTestService } from '../helpers/service.js';
+import { grant, insertDevice, publish, world } from './helpers.js';
+
+const ts = await startTestService(t, AUTH_ENV);
+const a = await world(ts, 'ws-live');
+const wsUrl = (path: string) => `${ts.url('messaging').replace('http:', 'ws:')}${path}`;
+
+/** Opens a socket and collects frames; resolves once open (or rejects on error). */
+function subscribe(url: string, headers?: Record<string, string>) {
+  const socket = new WebSocket(url, headers ? { headers } : undefined);
+  const frames: any[] = [];
+  const waiters: (() => void)[] = [];
+  socket.addEventListener('message', (e) => {
+    frames.push(JSON.parse(String(e.data)));
+    for (const w of waiters.splice(0)) w();
+  });
+  const opened = new Promise<void>((resolve, reject) => {
+    socket.addEventListener('open', () => resolve());
+    socket.addEventListener('error', () => reject(new Error('socket error')));
+  });
+  const next = async (count: number, ms = 3000) => {
+    const deadline = Date.now() + ms;
+    while (frames.length < count && Date.now() < deadline) await new Promise<void>((r) => { waiters.push(r); setTimeout(r, 50); });
+    return frames;
+  };
+  return { socket, opened, next, frames };
+}
+
+/** The status of a refused upgrade, read with a plain HTTP client. */
+function upgradeStatus(path: string, headers: Record<string, string> = {}): Promise<number> {
+  const port = Number(new URL(ts.url('messaging')).port);
+  return new Promise((resolve, reject) => {
+    const req = http.request({
+      host: '127.0.0.1', port, path, headers: {
+        connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==', ...headers,
+      },
+    });
+    req.on('upgrade', (res, socket) => {
+      socket.destroy();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on('response', (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+t.test('a device with subscribe receives what another device publishes, after commit', async (t) => {
+  const listener = await insertDevice(ts, a.ws);
+  await grant(ts, a.ws, listener.id, a.channel, ['subscribe']);
+  const sub = subscribe(wsUrl(`/ws/m/${a.ws}/c/${a.channel}`), { authorization: `Client ${listener.key}` });
+  await sub.opened;
+  t.teardown(() => sub.socket.close());
+  const res = await publish(ts, a.ws, a.channel, a.publisher.key, [{ bn: 'live:', n: 'temp', u: 'Cel', v: 21.5, bt: 1_700_000_000 }, { n: 'flag', vb: true }], { subtopic: 'room1' });
+  t.equal(res.status, 202);
+  const frames = await sub.next(2);
+  t.same(frames, [
+    { channel: a.channel, publisher: a.publisher.id, protocol: 'http', name: 'live:temp', unit: 'Cel', time: 1_700_000_000, value: 21.5, subtopic: 'room1' },
+    { channel: a.channel, publisher: a.publisher.id, protocol: 'http', name: 'live:flag', unit: null, time: 1_700_000_000, value: null, subtopic: 'room1', bool_value: true },
+  ]);
+  const stored = await ts.service.sql`select count(*)::int as n from messages where channel_id = ${a.channel} and name like 'live:%'`;
+  t.equal(stored[0]!.n, 2, 'what was streamed is stored');
+});
+
+t.test('browsers authenticate with ?token= (bearer) or ?key= (device key)', async (t) => {
+  const token = await adminToken(ts);
+  const byToken = subscribe(wsUrl(`/ws/m/${a.ws}/c/${a.channel}?token=${encodeURIComponent(token)}`));
+  const byKey = subscribe(wsUrl(`/ws/m/${a.ws}/c/${a.channel}?key=${encodeURIComponent(a.publisher.key)}`));
+  await Promise.all([byToken.opened, byKey.opened]);
+  t.teardown(() => {
+    byToken.socket.close();
+    byKey.socket.close();
+  });
+  t.equal((await publish(ts, a.ws, a.channel, a.publisher.key, [{ n: 'browser', v: 1 }])).status, 202);
+  t.match((await byToken.next(1))[0], { name: 'browser', value: 1 });
+  t.match((await byKey.next(1))[0], { name: 'browser', value: 1 });
+});
+
+t.test('upgrades are refused before the socket opens', async (t) => {
+  const other = await world(ts, 'ws-live-other');
+  const noGrant = await insertDevice(ts, a.ws);
+  const path = `/ws/m/${a.ws}/c/${a.channel}`;
+  t.equal(await upgradeStatus(path), 401, 'no credentials');
+  t.equal(await upgradeStatus(path, { authorization: 'Client wrong' }), 401, 'unknown key');
+  t.equal(await upgradeStatus(`${path}?token=garbage`), 401, 'bad token');
+  t.equal(await upgradeStatus(path, { authorization: `Client ${noGrant.key}` }), 403, 'no subscribe grant');
+  t.equal(await upgradeStatus(path, { authorization: `Client ${other.publisher.key}` }), 403, 'device of another workspace');
+  t.equal(await upgradeStatus(`/ws/m/${a.ws}/c/${other.channel}`, { authorization: `Bearer ${await adminToken(ts)}` }), 404, 'channel of another workspace');
+  t.equal(await upgradeStatus(path, { authorization: `Client ${a.publisher.key}` }), 101, 'and the granted device is upgraded');
+});

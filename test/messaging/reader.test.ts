@@ -1,0 +1,84 @@
+// Reader paging, ordering, filters and totals; partition upkeep (ahead, default-partition rescue, retention).
+import t from 'tap';
+import { AUTH_ENV, adminToken } from '../helpers/auth.js';
+import { startTestService } from '../helpers/service.js';
+import { publish, read, world } from './helpers.js';
+
+const ts = await startTestService(t, { ...AUTH_ENV, SVC_READER_DEFAULT_LIMIT: '5', SVC_READER_MAX_LIMIT: '20', SVC_MESSAGES_RETENTION_DAYS: '3' });
+const a = await world(ts, 'ws-read');
+const admin = `Bearer ${await adminToken(ts)}`;
+const BT = 1_700_000_000;
+
+// 25 records over three packs, interleaving two names; times are not in publish order.
+const packs = [
+  Array.from({ length: 10 }, (_, i) => ({ n: i % 2 ? 'temp' : 'hum', v: i, t: i * 10, ...(i === 0 ? { bt: BT } : {}) })),
+  Array.from({ length: 10 }, (_, i) => ({ n: i % 2 ? 'temp' : 'hum', v: 10 + i, t: 5 + i * 10, ...(i === 0 ? { bt: BT } : {}) })),
+  Array.from({ length: 5 }, (_, i) => ({ n: 'temp', v: 20 + i, t: -100 - i, ...(i === 0 ? { bt: BT } : {}) })),
+];
+for (const p of packs) {
+  const res = await publish(ts, a.ws, a.channel, a.publisher.key, p);
+  if (res.status !== 202) throw new Error(`setup publish answered ${res.status}: ${await res.text()}`);
+}
+const allTimes = packs.flatMap((p) => p.map((r) => BT + r.t)).sort((x, y) => y - x);
+
+t.test('pages are newest first, default and explicit limits, exact totals', async (t) => {
+  const first = await read(ts, a.ws, a.channel, admin);
+  t.match(first.body, { offset: 0, limit: 5, format: 'messages', total: 25 });
+  t.same(first.body.messages.map((m: any) => m.time), allTimes.slice(0, 5));
+  const seen: number[] = [];
+  for (let offset = 0; offset < 30; offset += 7) {
+    const page = await read(ts, a.ws, a.channel, admin, `offset=${offset}&limit=7`);
+    t.equal(page.body.total, 25);
+    t.equal(page.body.offset, offset);
+    seen.push(...page.body.messages.map((m: any) => m.time));
+  }
+  t.same(seen, allTimes, 'pages cover every message once, in order');
+  t.same((await read(ts, a.ws, a.channel, admin, 'offset=100')).body.messages, []);
+});
+
+t.test('filters: name, from, to (inclusive); totals follow the filters', async (t) => {
+  const temp = await read(ts, a.ws, a.channel, admin, 'name=temp&limit=20');
+  t.equal(temp.body.total, 15);
+  t.ok(temp.body.messages.every((m: any) => m.name === 'temp'));
+  const window = await read(ts, a.ws, a.channel, admin, `from=${BT}&to=${BT + 45}&limit=20`);
+  t.same(window.body.messages.map((m: any) => m.time), allTimes.filter((x) => x >= BT && x <= BT + 45));
+  t.equal(window.body.total, 10);
+  const both = await read(ts, a.ws, a.channel, admin, `name=temp&to=${BT - 101}`);
+  t.same(both.body.messages.map((m: any) => m.value), [21, 22, 23, 24]);
+  t.equal(both.body.total, 4);
+  t.equal((await read(ts, a.ws, a.channel, admin, `from=${BT + 10}&to=${BT}`)).status, 400);
+});
+
+t.test('partitions: created ahead, a day that landed in DEFAULT moves into its partition, retention drops old days', async (t) => {
+  const sql = ts.service.sql;
+  const partitions = async () => (await sql<{ name: string }[]>`
+    select c.relname as name from pg_inherits i join pg_class c on c.oid = i.inhrelid
+    where i.inhparent = 'messages'::regclass order by 1`).map((r) => r.name);
+  const day = (offset: number) => new Date(Date.now() + offset * 86_400_000).toISOString().slice(0, 10);
+  const name = (offset: number) => `messages_p${day(offset).replaceAll('-', '')}`;
+  const initial = await partitions();
+  for (let i = 0; i <= 7; i++) t.ok(initial.includes(name(i)), `${name(i)} exists at start`);
+  t.ok(initial.includes('messages_default'));
+  t.notOk(initial.includes(name(8)));
+
+  // Rows for a day without a partition go to DEFAULT, and are counted.
+  const ch = a.channel;
+  await sql`insert into messages (received_at, time, workspace_id, channel_id, publisher_id, protocol, name, value)
+            values (${`${day(10)} 12:00:00+00`}, 1, ${a.ws}, ${ch}, ${a.publisher.id}, 'http', 'future', 1)`;
+  const [where] = await sql<{ part: string }[]>`select tableoid::regclass::text as part from messages where name = 'future'`;
+  t.equal(where!.part, 'messages_default');
+  t.equal((await read(ts, a.ws, ch, admin)).body.total, 26);
+
+  // Maintenance "nine days later" creates days 9..16; day 10's row moves out of DEFAULT.
+  t.equal(await ts.service.messaging.runMaintenance(new Date(Date.now() + 9 * 86_400_000)), true);
+  const later = await partitions();
+  t.ok(later.includes(name(10)) && later.includes(name(16)));
+  const [moved] = await sql<{ part: string }[]>`select tableoid::regclass::text as part from messages where name = 'future'`;
+  t.equal(moved!.part, name(10), 'moved into its own partition');
+  // Retention (3 days) at "day 9": partitions of days 0..5 are gone with their rows and counters.
+  for (let i = 0; i <= 5; i++) t.notOk(later.includes(name(i)), `${name(i)} dropped`);
+  t.ok(later.includes(name(6)), 'day 6 kept');
+  const page = await read(ts, a.ws, ch, admin);
+  t.equal(page.body.total, 1, 'only the day-10 message remains, and the total says so');
+  t.equal(page.body.messages[0].name, 'future');
+});

@@ -1,0 +1,110 @@
+// Group commit under failure: connections killed mid-load, a database refusing connections, a full queue.
+import t from 'tap';
+import postgres from 'postgres';
+import { adminUrl } from '../helpers/database.js';
+import { AUTH_ENV } from '../helpers/auth.js';
+import { startTestService } from '../helpers/service.js';
+import { countRows, publish, world } from './helpers.js';
+
+
+t.test('writer connections terminated mid-load: 202 or 503 only, and every acknowledged message is stored', async (t) => {
+  const ts = await startTestService(t, { ...AUTH_ENV, SVC_MESSAGING_WRITE_TIMEOUT_MS: '1000' });
+  const w = await world(ts, 'ws-kill');
+  const sql = ts.service.sql;
+  let stop = false;
+  let seq = 0;
+  const acked: string[] = [];
+  const statuses = new Map<number, number>();
+  let retryAfterOn503 = true;
+  const worker = async () => {
+    while (!stop) {
+      const name = `m${seq++}`;
+      const res = await publish(ts, w.ws, w.channel, w.publisher.key, [{ n: name, v: 1 }]);
+      statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
+      if (res.status === 202) acked.push(name);
+      if (res.status === 503 && res.headers.get('retry-after') !== '1') retryAfterOn503 = false;
+      await res.arrayBuffer();
+    }
+  };
+  const killer = async () => {
+    for (let i = 0; i < 15; i++) {
+      await new Promise((r) => setTimeout(r, 60));
+      await sql`select pg_terminate_backend(pid) from pg_stat_activity
+                where application_name = 'svc-writer' and datname = current_database() and pid <> pg_backend_pid()`;
+    }
+  };
+  const workers = Array.from({ length: 16 }, worker);
+  await killer();
+  await new Promise((r) => setTimeout(r, 600));
+  stop = true;
+  await Promise.all(workers);
+  t.same([...statuses.keys()].filter((s) => s !== 202 && s !== 503), [], `only 202 and 503: ${JSON.stringify([...statuses])}`);
+  t.ok(retryAfterOn503, '503 answers carry Retry-After');
+  t.ok(acked.length > 0, `${acked.length} acknowledged`);
+  const rows = await sql<{ name: string }[]>`select name from messages where channel_id = ${w.channel}`;
+  const stored = new Set(rows.map((r) => r.name));
+  const missing = acked.filter((n) => !stored.has(n));
+  t.same(missing, [], `acknowledged ${acked.length}, stored ${stored.size}, 503 ${statuses.get(503) ?? 0}`);
+  t.comment(`statuses ${JSON.stringify([...statuses])}; stats ${JSON.stringify(ts.service.messaging.stats())}`);
+  // Recovered: a publish after the storm is stored (the writer probes the database back within a second).
+  let status = 0;
+  for (let i = 0; i < 30 && status !== 202; i++) {
+    if (i > 0) await new Promise((r) => setTimeout(r, 100));
+    status = (await publish(ts, w.ws, w.channel, w.publisher.key, [{ n: 'after', v: 1 }])).status;
+  }
+  t.equal(status, 202);
+});
+
+t.test('a database refusing connections: publishes answer 503 at once, then recover', async (t) => {
+  const ts = await startTestService(t, AUTH_ENV);
+  const w = await world(ts, 'ws-down');
+  const sql = ts.service.sql;
+  t.equal((await publish(ts, w.ws, w.channel, w.publisher.key, [{ n: 'before', v: 1 }])).status, 202);
+  // ALTER DATABASE cannot target the database it runs in: the server's maintenance database does it.
+  const admin = postgres(adminUrl(), { max: 1, onnotice: () => undefined });
+  t.teardown(() => admin.end());
+  await admin.unsafe(`alter database ${ts.db.name} with allow_connections false`);
+  try {
+    await sql`select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'svc-writer' and datname = current_database()`;
+    const statuses: number[] = [];
+    const started = Date.now();
+    for (let i = 0; i < 5; i++) {
+      const res = await publish(ts, w.ws, w.channel, w.publisher.key, [{ n: `down${i}`, v: 1 }]);
+      statuses.push(res.status);
+      if (res.status === 503) t.equal(res.headers.get('retry-after'), '1');
+      await res.arrayBuffer();
+    }
+    t.same(statuses, [503, 503, 503, 503, 503], 'refused while the database is away');
+    t.ok(Date.now() - started < 3000, `answered fast (${Date.now() - started} ms for 5)`);
+  } finally {
+    await admin.unsafe(`alter database ${ts.db.name} with allow_connections true`);
+  }
+  let status = 0;
+  for (let i = 0; i < 40 && status !== 202; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    status = (await publish(ts, w.ws, w.channel, w.publisher.key, [{ n: 'back', v: 1 }])).status;
+  }
+  t.equal(status, 202, 'publishes are stored again once the database is back');
+  const names = (await sql<{ name: string }[]>`select name from messages where channel_id = ${w.channel} order by name`).map((r) => r.name);
+  t.same(names.filter((n) => n.startsWith('down')), [], 'nothing refused was stored');
+  t.ok(names.includes('before') && names.includes('back'));
+});
+
+t.test('a full queue answers 503 with Retry-After and stores only what it accepted', async (t) => {
+  // The writer waits 300 ms to fill a batch, so concurrent publishes pile up against a queue of 5.
+  const ts = await startTestService(t, { ...AUTH_ENV, SVC_MESSAGING_MAX_QUEUE: '5', SVC_MESSAGING_BATCH_WAIT_MS: '300' });
+  const w = await world(ts, 'ws-queue');
+  const results = await Promise.all(Array.from({ length: 12 }, (_, i) => publish(ts, w.ws, w.channel, w.publisher.key, [{ n: `q${i}`, v: i }])));
+  const statuses = results.map((r) => r.status);
+  t.equal(statuses.filter((s) => s === 202).length, 5, `five accepted: ${statuses}`);
+  t.equal(statuses.filter((s) => s === 503).length, 7, 'the rest refused');
+  for (const r of results) {
+    if (r.status === 503) {
+      t.equal(r.headers.get('retry-after'), '1');
+      t.equal(((await r.json()) as { error: string }).error, 'ingest queue is full');
+    }
+  }
+  t.equal(await countRows(ts, w.channel), 5);
+  const stats = ts.service.messaging.stats();
+  t.match(stats, { highWater: 5, stored: 5, acknowledged: 5, queued: 0 });
+});
