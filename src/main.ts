@@ -204,7 +204,9 @@ export async function startService(env: Record<string, string | undefined>, opti
     }) : undefined;
     if (mqtt) closers.push({ name: 'mqtt broker', close: () => mqtt.close(config.shutdownTimeoutSecs * 1000) });
     const brokerAdmin = createHttpServer('broker_admin', log);
-    registerBrokerAdminRoutes(brokerAdmin, { mqtt, registry, writerStats: () => messaging.stats(), token: b.adminToken, log });
+    registerBrokerAdminRoutes(brokerAdmin, {
+      mqtt, registry, writerStats: () => messaging.stats(), token: b.adminToken, host: config.listeners.brokerAdmin?.host, log,
+    });
     if (config.listeners.brokerAdmin) servers.set('broker_admin', { server: brokerAdmin, addr: config.listeners.brokerAdmin });
 
     const ports: Service['ports'] = {};

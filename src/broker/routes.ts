@@ -18,14 +18,21 @@ export interface BrokerAdminDeps {
   writerStats: () => WriterStats;
   /** When set, requests must carry `Authorization: Bearer <token>`. */
   token: string | undefined;
+  /** The listener's bind host: without a token, anything but loopback is worth a warning at start. */
+  host?: string;
   log: Logger;
 }
+
+const LOOPBACK = /^(127\.|localhost$|::1$|\[::1\]$)/;
 
 const NOT_AVAILABLE = 'broker not available';
 
 export function registerBrokerAdminRoutes(server: HttpServer, deps: BrokerAdminDeps): void {
   const { registry, log } = deps;
   const expected = deps.token === undefined ? undefined : Buffer.from(`Bearer ${deps.token}`);
+  if (!expected && deps.host !== undefined && !LOOPBACK.test(deps.host)) {
+    log.warn('broker admin listens beyond loopback without SVC_BROKER_ADMIN_TOKEN: anyone who reaches it reads the broker stats', { host: deps.host });
+  }
 
   function checkToken(req: HttpRequest): void {
     if (!expected) return;

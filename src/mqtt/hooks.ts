@@ -16,6 +16,8 @@ interface Session {
   key: string;
   /** When the key was last confirmed (Date.now()). */
   checkedAt: number;
+  /** Parsed publish topics: a device publishes to a handful of topics over and over. */
+  topics: Map<string, ChannelTopic | null>;
   /** Settles when every earlier PUBLISH of this client has been answered: keeps PUBACKs in order. */
   tail: Promise<void>;
 }
@@ -43,6 +45,7 @@ const NOT_AUTHORIZED = 5;
 
 /** Staleness bound for a connected client's key and device status on the publish path. */
 export const KEY_RECHECK_MS = 1000;
+const TOPIC_CACHE = 64;
 
 const TRANSIENT = new Set(['UNAVAILABLE', 'RATE_LIMITED', 'INTERNAL']);
 const PACKET = new Set(['INVALID_INPUT', 'PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE']);
@@ -78,7 +81,7 @@ export function createHooks(deps: HookDeps) {
       // (its subscriptions and queued messages). Scoping the id by the authenticated device keeps one
       // device from reaching another's session; aedes reads client.id only after this hook.
       (client as { id: string }).id = `${identity.entityId}/${client.id}`;
-      sessions.set(client, { identity, key, checkedAt: Date.now(), tail: Promise.resolve() });
+      sessions.set(client, { identity, key, checkedAt: Date.now(), topics: new Map(), tail: Promise.resolve() });
       done(null, true);
     }, (err: unknown) => {
       log.warn('mqtt authentication unavailable', { err });
@@ -112,7 +115,11 @@ export function createHooks(deps: HookDeps) {
   }
 
   async function publish(session: Session, packet: PublishPacket): Promise<void> {
-    const topic = parsePublishTopic(packet.topic);
+    let topic = session.topics.get(packet.topic);
+    if (topic === undefined) {
+      if (session.topics.size >= TOPIC_CACHE) session.topics.clear();
+      session.topics.set(packet.topic, (topic = parsePublishTopic(packet.topic)));
+    }
     if (!topic) throw Object.assign(new Error(`topic '${packet.topic}' is not m/<workspace_id>/c/<channel_id>[/<subtopic>]`), { refusal: 'authz' });
     // The key is confirmed again (a cached lookup, invalidated by NOTIFY on revocation) at most every
     // KEY_RECHECK_MS: a revoked key or disabled device stops publishing within that bound, and a burst of

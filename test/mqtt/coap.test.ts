@@ -23,6 +23,7 @@ t.test('CoAP ingest', async (t) => {
         if (key === 'busy') throw unavailable('ingest queue full', 2);
         if (input.channelId !== CH) throw notFound('channel');
         if (body === 'big') throw payloadTooLarge(10);
+        if (body.length > 2000) return { stored: JSON.parse(body).length, messages: [] };
         if (body !== '[{"n":"t","v":1}]') throw invalidInput("record 0: field 'v' must be a number");
         return { stored: 1, messages: [] };
       },
@@ -52,6 +53,10 @@ t.test('CoAP ingest', async (t) => {
   t.match(await coapPost(port, `${path}?auth=good-key`, '[{"n":"t","v":"x"}]'), { code: '4.00', payload: /record 0: field 'v'/ });
   t.match(await coapPost(port, `${path}?auth=good-key`, 'big'), { code: '4.13' });
   t.match(await coapPost(port, `${path}?auth=busy`, ok), { code: '5.03', maxAge: 2 }, 'retry hint as Max-Age');
+  const large = JSON.stringify(Array.from({ length: 200 }, (_, i) => ({ n: `sensor-${i}`, v: i })));
+  // Block1 (RFC 7959) with 1024-byte blocks: the client splits the payload, the server reassembles it.
+  t.match(await coapPost(port, `${path}?auth=good-key`, large, { Block1: Buffer.of(0x06) }), { code: '2.04' }, `a ${large.length}-byte pack arrives block-wise`);
+  t.equal(calls.at(-1)?.input.payload.length, large.length, 'reassembled whole');
   t.match(await coapPost(port, `${path}?auth=${encodeURIComponent('k+y/=')}`, ok), { code: '2.04' });
   t.equal(calls.at(-1)?.key, 'k+y/=', 'the key is URL-decoded');
 });
