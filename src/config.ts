@@ -182,6 +182,15 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
   if (broker.nodeStaleMs <= broker.nodeHeartbeatMs) r.problem('SVC_NODE_STALE_MS must exceed SVC_NODE_HEARTBEAT_MS');
   if (broker.redisUrl && !/^rediss?:$/.test(new URL(broker.redisUrl).protocol)) r.problem('SVC_REDIS_URL must be a redis:// or rediss:// URL');
 
+  // gRPC runtime listener (issue 3): plaintext unless a certificate and key are given; a client CA adds mTLS.
+  const grpc = {
+    tlsCertPath: r.optional('SVC_GRPC_TLS_CERT_PATH'),
+    tlsKeyPath: r.optional('SVC_GRPC_TLS_KEY_PATH'),
+    clientCaPath: r.optional('SVC_GRPC_TLS_CLIENT_CA_PATH'),
+  };
+  if (!grpc.tlsCertPath !== !grpc.tlsKeyPath) r.problem('SVC_GRPC_TLS_CERT_PATH and SVC_GRPC_TLS_KEY_PATH must be set together');
+  if (grpc.clientCaPath && !grpc.tlsCertPath) r.problem('SVC_GRPC_TLS_CLIENT_CA_PATH needs SVC_GRPC_TLS_CERT_PATH and SVC_GRPC_TLS_KEY_PATH');
+
   const config = {
     env: r.oneOf('NODE_ENV', ['development', 'production', 'test'] as const, 'development'),
     logLevel: r.oneOf('SVC_LOG_LEVEL', LOG_LEVELS, 'info'),
@@ -198,6 +207,7 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
     audit,
     customEndpoints,
     authz,
+    grpc,
     messaging,
     broker,
     metricsEnabled: r.bool('SVC_METRICS_ENABLED', true),

@@ -216,7 +216,7 @@ export async function startService(env: Record<string, string | undefined>, opti
       log.info('listening', { listener: name, host: addr.host, port: ports[name] });
     }
     if (config.listeners.grpc) {
-      const grpc = createGrpcServer(log);
+      const grpc = createGrpcServer(log, config.grpc);
       grpc.addService('AuthzService', authzGrpcService({ runtime: authzRuntime, authenticate, log }));
       ports.grpc = await grpc.listen(config.listeners.grpc.host, config.listeners.grpc.port);
       closers.push({ name: 'grpc listener', close: () => grpc.close(config.shutdownTimeoutSecs * 1000) });

@@ -1,5 +1,6 @@
 // The gRPC runtime listener (@grpc/grpc-js): loads the service definitions, hosts each domain's
 // implementation, maps AppError kinds to gRPC status codes. Authz uses it now, certificates later.
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
@@ -65,7 +66,30 @@ export interface GrpcServer {
   close(timeoutMs: number): Promise<void>;
 }
 
-export function createGrpcServer(log: Logger): GrpcServer {
+export interface GrpcTls {
+  tlsCertPath?: string | undefined;
+  tlsKeyPath?: string | undefined;
+  /** Set: clients must present a certificate signed by this CA (mTLS). */
+  clientCaPath?: string | undefined;
+}
+
+function read(file: string, what: string): Buffer {
+  try {
+    return readFileSync(file);
+  } catch (err) {
+    throw new Error(`gRPC ${what} ${file} cannot be read: ${(err as Error).message}`);
+  }
+}
+
+/** Plaintext without a certificate (as upstream without GRPC TLS settings); TLS with one; mTLS with a client CA. */
+function credentialsOf(tls: GrpcTls): grpc.ServerCredentials {
+  if (!tls.tlsCertPath || !tls.tlsKeyPath) return grpc.ServerCredentials.createInsecure();
+  const pair = { cert_chain: read(tls.tlsCertPath, 'certificate'), private_key: read(tls.tlsKeyPath, 'key') };
+  const ca = tls.clientCaPath ? read(tls.clientCaPath, 'client CA') : null;
+  return grpc.ServerCredentials.createSsl(ca, [pair], ca !== null);
+}
+
+export function createGrpcServer(log: Logger, tls: GrpcTls = {}): GrpcServer {
   const services = loadServices();
   const server = new grpc.Server();
   let started = false;
@@ -75,9 +99,9 @@ export function createGrpcServer(log: Logger): GrpcServer {
       server.addService(serviceOf(services, name).service, impl);
     },
     listen(host, port) {
-      // TLS (SVC_GRPC_TLS_*) is not configured yet: plaintext, as upstream without certificates.
+      const credentials = credentialsOf(tls);
       return new Promise((resolve, reject) => {
-        server.bindAsync(`${host.includes(':') ? `[${host}]` : host}:${port}`, grpc.ServerCredentials.createInsecure(), (err, bound) => {
+        server.bindAsync(`${host.includes(':') ? `[${host}]` : host}:${port}`, credentials, (err, bound) => {
           if (err) return reject(new Error(`grpc listener cannot bind ${host}:${port}: ${err.message}`));
           started = true;
           resolve(bound);
