@@ -38,7 +38,8 @@ interface Entry {
 }
 
 export interface Verifier {
-  verify(token: string): Promise<Verified>;
+  /** Synchronous on a cache hit (no promise, no microtask on the common path), a promise on a miss. */
+  verify(token: string): Verified | Promise<Verified>;
   /** Drops local cache entries now (callers also NOTIFY so other instances do the same). */
   dropLocal(change: AuthInvalidation): void;
   /** Notes a credential in use; last_used_at is written in batches by flushUsage, never per request. */
@@ -144,8 +145,20 @@ export function createVerifier(deps: {
     };
   }
 
+  async function load(token: string, key: string): Promise<Verified> {
+    const before = generation;
+    const result = token.startsWith('svc_') ? await verifyAccessToken(token) : await verifySession(token);
+    if (!result.ok) return { ok: false, reason: result.reason };
+    if (result.principal.credentialId) used.set(result.principal.credentialId, Date.now());
+    // Only a verdict no invalidation raced with, and only while notifications are flowing, is cached.
+    if (before === generation && hub.connected) {
+      cache.set(key, { token, principal: result.principal, expiresAt: result.expiresAt, tenants: result.tenants ?? [] });
+    }
+    return { ok: true, principal: result.principal, expiresAt: result.expiresAt };
+  }
+
   return {
-    async verify(token) {
+    verify(token) {
       // Keyed by the tail (signature or secret bytes): hashing a fresh 400-character header string per
       // request for a Map lookup costs more than the rest of the hit path together.
       const key = token.slice(-32);
@@ -160,15 +173,7 @@ export function createVerifier(deps: {
         return { ok: true, principal: cached.principal, expiresAt: cached.expiresAt };
       }
       misses++;
-      const before = generation;
-      const result = token.startsWith('svc_') ? await verifyAccessToken(token) : await verifySession(token);
-      if (!result.ok) return { ok: false, reason: result.reason };
-      if (result.principal.credentialId) used.set(result.principal.credentialId, Date.now());
-      // Only a verdict no invalidation raced with, and only while notifications are flowing, is cached.
-      if (before === generation && hub.connected) {
-        cache.set(key, { token, principal: result.principal, expiresAt: result.expiresAt, tenants: result.tenants ?? [] });
-      }
-      return { ok: true, principal: result.principal, expiresAt: result.expiresAt };
+      return load(token, key);
     },
     dropLocal,
     markUsed(credentialId) {

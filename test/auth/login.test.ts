@@ -39,7 +39,7 @@ t.test('restarting never duplicates or resets the bootstrap password', async (t)
 });
 
 t.test('wrong password and unknown identifier fail alike, with similar timing; failures are audited', async (t) => {
-  const ts = await startAuthService(t, { SVC_SCRYPT_COST: '8192' });
+  const ts = await startAuthService(t, { SVC_SCRYPT_COST: '8192', SVC_LOGIN_FAILURE_LIMIT: '50' });
   const attempt = async (identifier: string) => {
     const started = process.hrtime.bigint();
     const res = await gql(ts.url(), LOGIN, { input: { identifier, secret: 'definitely-wrong-password' } });
@@ -48,7 +48,7 @@ t.test('wrong password and unknown identifier fail alike, with similar timing; f
   await attempt('warm-up-unknown');
   const wrong: number[] = [];
   const unknown: number[] = [];
-  for (let i = 0; i < 5; i++) {
+  for (let i = 0; i < 8; i++) {
     const a = await attempt('admin');
     const b = await attempt(`nobody-${i}@example.com`);
     t.same({ message: a.error.message, code: a.error.extensions.code }, { message: 'invalid credentials', code: 'UNAUTHENTICATED' });
@@ -58,7 +58,8 @@ t.test('wrong password and unknown identifier fail alike, with similar timing; f
   }
   // The fastest of each: contention from anything else on the machine only ever adds time.
   const ratio = Math.min(...unknown) / Math.min(...wrong);
-  t.ok(ratio > 0.6 && ratio < 1.6, `unknown/wrong time ratio ${ratio.toFixed(2)} (fastest wrong ${Math.min(...wrong).toFixed(1)} ms)`);
+  // Without the dummy hash an unknown identifier would answer ~50x faster: these bounds still catch that.
+  t.ok(ratio > 0.5 && ratio < 2, `unknown/wrong time ratio ${ratio.toFixed(2)} (fastest wrong ${Math.min(...wrong).toFixed(1)} ms)`);
   await ts.service.audit.flush();
   const rows = await ts.service.sql<{ outcome: string; details: { reason: string } }[]>`
     select outcome, details from audit_log where event = 'auth.login' and outcome = 'deny'`;
