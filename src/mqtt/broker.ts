@@ -101,8 +101,8 @@ export async function createMqttBroker(deps: MqttDeps): Promise<MqttBroker> {
   const publish = broker.publish.bind(broker) as unknown as (packet: AedesPublishPacket, client: Client | null, done: (err?: Error) => void) => void;
   (broker as unknown as { publish: typeof publish }).publish = (packet, client, done) => {
     if (typeof client === 'function') return publish(packet, null, client);
-    if (hooks.isDropped(packet)) return done?.();
     if (client && packet.qos > 0) metrics.packetOut(false); // the PUBACK or PUBREC aedes writes next
+    if (hooks.isDropped(packet)) return done?.();
     publish(packet, client, done);
   };
 
