@@ -98,7 +98,7 @@ export async function touchCredentials(sql: Queryable, used: { id: string; at: D
   if (used.length === 0) return;
   await sql`
     update credentials c set last_used_at = u.at
-    from unnest(${used.map((u) => u.id)}::uuid[], ${used.map((u) => u.at)}::timestamptz[]) as u(id, at)
+    from unnest(${used.map((u) => u.id)}::uuid[], ${used.map((u) => u.at.toISOString())}::timestamptz[]) as u(id, at)
     where c.id = u.id and (c.last_used_at is null or c.last_used_at < u.at)`;
 }
 

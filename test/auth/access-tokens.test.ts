@@ -1,5 +1,6 @@
 import t from 'tap';
 import { ADMIN_ID, accessTokenFor, adminToken, insertEntity, startAuthService, tokenFor } from '../helpers/auth.js';
+import postgres from 'postgres';
 import { gql } from '../helpers/service.js';
 
 const CREATE = `mutation ($input: CreateAccessTokenInput!) { createAccessToken(input: $input) { credentialId token name description expiresAt } }`;
@@ -137,6 +138,17 @@ t.test('a caller without credential authority is refused; own tokens are allowed
   t.equal(mine.body.data?.accessTokens.total, 1, 'own tokens only');
   t.equal((await gql(ts.url(), CREDS, { id: alice }, aliceToken)).body.data?.credentials.total, 2, 'own password and token');
   t.equal((await gql(ts.url(), LIST, { s: alice }, admin)).body.data?.accessTokens.total, 1, 'the platform admin sees them');
+});
+
+t.test('last use is recorded in batches, not per request', async (t) => {
+  const ts = await startAuthService(t);
+  const token = await accessTokenFor(ts, await adminToken(ts));
+  for (let i = 0; i < 3; i++) t.ok((await gql(ts.url(), LIST, {}, token.token)).body.data);
+  await ts.service.stop();
+  const sql = postgres(ts.db.url, { max: 1, onnotice: () => undefined });
+  t.teardown(() => sql.end());
+  const [row] = await sql<{ last_used_at: Date | null }[]>`select last_used_at from credentials where id = ${token.credentialId}`;
+  t.ok(row?.last_used_at, 'written when the service stops (and every 30 s while it runs)');
 });
 
 async function waitFor(check: () => Promise<boolean>, ms = 3000): Promise<void> {
