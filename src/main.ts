@@ -22,6 +22,7 @@ import { registerHealthRoutes } from './health/routes.js';
 import { createHealth } from './health/service.js';
 import { createRateLimiter, type RateLimiter } from './http/rate-limit.js';
 import { createHttpServer, type HttpServer } from './http/server.js';
+import { nativeUws } from './http/uws.js';
 import { createLogger, type Logger } from './log.js';
 import { migrationsDir, projectRoot } from './paths.js';
 import { createWorkerPool, type WorkerPool } from './worker-pool.js';
@@ -66,6 +67,8 @@ const version = (JSON.parse(readFileSync(path.join(projectRoot, 'package.json'),
 
 export async function startService(env: Record<string, string | undefined>, options: { log?: Logger; mailer?: Mailer } = {}): Promise<Service> {
   const config = loadConfig(env);
+  // Before anything is started or migrated: a missing native uWS binary is a broken install, not a degraded mode.
+  nativeUws();
   const log = options.log ?? createLogger(config.logLevel);
   log.info('starting', { version, ...describeConfig(config) });
 
