@@ -145,14 +145,15 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
     maxRecords: r.int('SVC_MESSAGING_MAX_RECORDS', 1000, 1, 1_000_000),
     writer: {
       batchSize: r.int('SVC_MESSAGING_BATCH_SIZE', 2000, 1, 100_000),
-      batchWaitMs: r.int('SVC_MESSAGING_BATCH_WAIT_MS', 0, 0, 10_000),
-      connections: r.int('SVC_MESSAGING_WRITER_CONNECTIONS', 2, 1, 64),
+      batchWaitMs: r.int('SVC_MESSAGING_BATCH_WAIT_MS', 2, 0, 10_000),
+      connections: r.int('SVC_MESSAGING_WRITER_CONNECTIONS', 1, 1, 64),
       maxQueue: r.int('SVC_MESSAGING_MAX_QUEUE', 50_000, 1, 10_000_000),
       writeTimeoutMs: r.int('SVC_MESSAGING_WRITE_TIMEOUT_MS', 5000, 10, 600_000),
     },
     reader: {
       defaultLimit: r.int('SVC_READER_DEFAULT_LIMIT', 10, 1, 100_000),
       maxLimit: r.int('SVC_READER_MAX_LIMIT', 1000, 1, 100_000),
+      connections: r.int('SVC_READER_DB_CONNECTIONS', 4, 1, 256),
     },
     live: {
       maxBackpressureBytes: r.int('SVC_MESSAGING_WS_MAX_BACKPRESSURE_BYTES', 1_048_576, 1024, 1 << 30),

@@ -28,7 +28,8 @@ export async function measureScenario({ scenario, file }, target, options, basel
   const measured = scenario.run
     ? await measureInProcess(scenario, { ...ctx, target })
     : await measureHttp(scenario, file, /** @type {Target} */ (target), ctx, options);
-  const extra = scenario.teardown ? await scenario.teardown({ ...ctx, target }, measured.load) : null;
+  // cpu (the window's CPU seconds by group) lets a teardown relate a same-run peer to the scenario's own cost.
+  const extra = scenario.teardown ? await scenario.teardown({ ...ctx, target, cpu: measured.cpu }, measured.load) : null;
   const load = { ...measured.load, ...(extra && typeof extra === 'object' ? extra : {}) };
   return buildResult(scenario, load, measured.cpu, baselineCpuPerRequestUs);
 }

@@ -4,7 +4,7 @@
 import type { BatchLiterals } from './queries.js';
 import type { StoredMessage } from './types.js';
 
-/** One publish in a batch: the messages of one SenML pack and where they came from. */
+/** One publish in a batch: the messages of one SenML pack and where they came from (its workspace is the channel's). */
 export interface BatchItem {
   workspaceId: string;
   messages: StoredMessage[];
@@ -44,17 +44,25 @@ export function buildBatch(items: readonly BatchItem[]): BatchLiterals {
   let values = '';
   let extra = false;
   let first = true;
+  // Publishes from the same device to the same channel and subtopic share one source entry, so the
+  // database parses their ids once per batch rather than once per publish.
+  const sources = new Map<string, string>();
   for (let p = 0; p < items.length; p++) {
     const item = items[p] as BatchItem;
     const head = item.messages[0] as StoredMessage;
-    const sep = p === 0 ? '' : ',';
-    // uuids and protocol names never need quoting.
-    workspaces += sep + item.workspaceId;
-    channels += sep + head.channel;
-    publishers += sep + head.publisher;
-    protocols += sep + head.protocol;
-    subtopics += sep + textOrNull(head.subtopic);
-    const number = String(p + 1);
+    const key = `${head.publisher}${head.channel}${head.protocol}${head.subtopic ?? ''}${head.subtopic === null ? '0' : '1'}`;
+    let number = sources.get(key);
+    if (number === undefined) {
+      const sep = sources.size === 0 ? '' : ',';
+      number = String(sources.size + 1);
+      sources.set(key, number);
+      // uuids and protocol names never need quoting.
+      workspaces += sep + item.workspaceId;
+      channels += sep + head.channel;
+      publishers += sep + head.publisher;
+      protocols += sep + head.protocol;
+      subtopics += sep + textOrNull(head.subtopic);
+    }
     for (const m of item.messages) {
       const s = first ? '' : ',';
       first = false;

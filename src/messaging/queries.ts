@@ -2,17 +2,18 @@
 import type { Queryable } from '../db/client.js';
 
 /**
- * One batch as PostgreSQL array literals (built by batch-literals.ts): per-publish columns are indexed by
- * each row's publish number, so a 100-record publish sends its ids once, not 100 times.
+ * One batch as PostgreSQL array literals (built by batch-literals.ts): the per-source columns (workspace,
+ * channel, publisher, protocol, subtopic) are indexed by each row's source number, so a 100-record
+ * publish, or many publishes of one device to one channel, send and parse their ids once.
  */
 export interface BatchLiterals {
-  /** Per publish: workspace, channel, publisher, protocol, subtopic. */
+  /** Per source: workspace, channel, publisher, protocol, subtopic. */
   workspaces: string;
   channels: string;
   publishers: string;
   protocols: string;
   subtopics: string;
-  /** Per row: the 1-based publish number, then the record's own fields. */
+  /** Per row: the 1-based source number, then the record's own fields. */
   publish: string;
   names: string;
   units: string;
@@ -77,22 +78,33 @@ function conditions(sql: Queryable, f: ReadFilter) {
   return sql`channel_id = ${f.channelId} ${name} ${from} ${to}`;
 }
 
-/** Newest measurement first: the (channel_id, time desc) index serves it, merged across partitions. */
-export function selectMessages(sql: Queryable, f: ReadFilter): Promise<MessageRow[]> {
-  return sql<MessageRow[]>`
-    select channel_id, publisher_id, protocol, subtopic, name, unit, time, value, string_value, bool_value, data_value, sum, update_time
-    from messages where ${conditions(sql, f)}
-    order by time desc limit ${f.limit} offset ${f.offset}`;
+export interface PageRow extends MessageRow {
+  /** The exact total for the filter, repeated on every row (text: bigint). */
+  total: string;
 }
 
-/** Exact total: the per-channel counters when unfiltered, a count over the index otherwise. */
-export async function countMessages(sql: Queryable, f: ReadFilter): Promise<number> {
-  if (f.name === undefined && f.from === undefined && f.to === undefined) {
-    const [row] = await sql<{ n: string | null }[]>`select sum(messages)::text as n from message_counts where channel_id = ${f.channelId}`;
-    return Number(row?.n ?? 0);
-  }
-  const [row] = await sql<{ n: string }[]>`select count(*)::text as n from messages where ${conditions(sql, f)}`;
-  return Number(row?.n ?? 0);
+/**
+ * One round trip for a page and its total: newest measurement first (the (channel_id, time desc) index,
+ * merged across partitions), and the total from the per-channel counters when unfiltered, or a count
+ * over the index when filtered. The left join keeps one row (with null columns) when the page is empty,
+ * so the total still arrives.
+ */
+export async function selectPage(sql: Queryable, f: ReadFilter): Promise<{ total: number; rows: MessageRow[] }> {
+  const unfiltered = f.name === undefined && f.from === undefined && f.to === undefined;
+  const total = unfiltered
+    ? sql`select coalesce(sum(messages), 0) as n from message_counts where channel_id = ${f.channelId}`
+    : sql`select count(*) as n from messages where ${conditions(sql, f)}`;
+  const rows = await sql<(PageRow & { channel_id: string | null })[]>`
+    select t.n::text as total, m.*
+    from (${total}) t
+    left join lateral (
+      select channel_id, publisher_id, protocol, subtopic, name, unit, time, value, string_value, bool_value, data_value, sum, update_time
+      from messages where ${conditions(sql, f)}
+      order by time desc limit ${f.limit} offset ${f.offset}
+    ) m on true`;
+  const first = rows[0];
+  const messages = first === undefined || first.channel_id === null ? [] : (rows as MessageRow[]);
+  return { total: Number(first?.total ?? 0), rows: messages };
 }
 
 // ---- partitions ----

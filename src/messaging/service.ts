@@ -1,5 +1,6 @@
 // The publish pipeline every transport shares: device and channel checks, the cached publish decision,
 // SenML resolution, the group-commit writer, post-commit fan-out; and the reader's query.
+import postgres from 'postgres';
 import { principalOfDevice, type DeviceIdentity, type Principal } from '../auth/index.js';
 import type { AuthzService } from '../authz/index.js';
 import type { Sql } from '../db/client.js';
@@ -7,7 +8,7 @@ import { AppError, forbidden, invalidInput, notFound, unauthenticated } from '..
 import type { Logger } from '../log.js';
 import type { BatchItem } from './batch-literals.js';
 import { createPartitionMaintenance, type PartitionSettings } from './partitions.js';
-import { countMessages, selectMessages, type MessageRow, type ReadFilter } from './queries.js';
+import { selectPage, type MessageRow, type ReadFilter } from './queries.js';
 import { parseSenml } from './senml.js';
 import type { Messaging, PublishInput, PublishResult, StoredListener, StoredMessage } from './types.js';
 import { createWriter, type WriterSettings } from './writer.js';
@@ -17,7 +18,7 @@ export interface MessagingSettings {
   maxRecords: number;
   writer: Omit<WriterSettings, 'connectTimeoutSecs'>;
   partitions: PartitionSettings;
-  reader: { defaultLimit: number; maxLimit: number };
+  reader: { defaultLimit: number; maxLimit: number; connections: number };
 }
 
 export interface MessagingDeps {
@@ -92,6 +93,12 @@ export function createMessaging(deps: MessagingDeps): MessagingService {
     }
   });
   const maintenance = createPartitionMaintenance(sql, settings.partitions, log);
+  // The reader's own connections in the default plan mode: the pool forces custom plans, which would
+  // re-plan the merge across every partition on each page; here the page query gets a generic plan.
+  const readerSql = postgres(deps.url, {
+    max: settings.reader.connections, fetch_types: false, idle_timeout: 60, connect_timeout: deps.connectTimeoutSecs,
+    onnotice: () => undefined, connection: { application_name: 'svc-reader' },
+  }) as unknown as Sql;
 
   function principalOf(device: DeviceIdentity): Principal {
     let p = principals.get(device);
@@ -193,13 +200,14 @@ export function createMessaging(deps: MessagingDeps): MessagingService {
       await authorizeSubscribe(subject, workspaceId, channelId);
       if (query.from !== undefined && query.to !== undefined && query.from > query.to) throw invalidInput("'from' must not be after 'to'");
       const filter: ReadFilter = { channelId, ...query };
-      const [messages, total] = await Promise.all([selectMessages(sql, filter), countMessages(sql, filter)]);
-      return { offset: query.offset, limit: query.limit, format: 'messages', total, messages };
+      const page = await selectPage(readerSql, filter);
+      return { offset: query.offset, limit: query.limit, format: 'messages', total: page.total, messages: page.rows };
     },
     async close() {
       maintenance.close();
       await writer.close();
       listeners.clear();
+      await readerSql.end({ timeout: 5 });
     },
   };
 }

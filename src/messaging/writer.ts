@@ -12,7 +12,10 @@ import type { StoredMessage } from './types.js';
 export interface WriterSettings {
   /** Most rows in one INSERT (a single publish larger than this is its own batch). */
   batchSize: number;
-  /** How long queued messages may wait for more to join while a writer connection is free (0: next tick). */
+  /**
+   * Longest a free writer waits for company, and only while fewer rows wait than the previous batch held
+   * (0: never wait beyond the current event-loop turn).
+   */
   batchWaitMs: number;
   /** Dedicated connections, each with one batch in flight. */
   connections: number;
@@ -43,6 +46,7 @@ export interface Writer {
 // The first probe comes quickly (a killed connection reconnects at once), later ones back off.
 const PROBE_FIRST_MS = 20;
 const PROBE_MAX_MS = 500;
+const PROBE_TIMEOUT_MS = 1000;
 const RETRY_AFTER_SECS = 1;
 const MAX_ATTEMPTS = 3;
 const timedOut = () => new AppError('UNAVAILABLE', 'database did not answer in time', { code: 'WRITE_TIMEOUT', retryAfterSeconds: RETRY_AFTER_SECS });
@@ -70,6 +74,10 @@ export function createWriter(url: string, settings: WriterSettings, log: Logger,
   let stored = 0;
   let failed = 0;
   let scheduled = false;
+  let fillTimer: NodeJS.Timeout | undefined;
+  /** Rows in the queue, not yet taken into a batch; `queued` also counts rows being written. */
+  let waitingRows = 0;
+  let lastBatchRows = 1;
   let down = false;
   let probing: NodeJS.Timeout | undefined;
   let probeDelay = PROBE_FIRST_MS;
@@ -77,12 +85,33 @@ export function createWriter(url: string, settings: WriterSettings, log: Logger,
   let inFlight = 0;
   let idleWaiters: (() => void)[] = [];
 
+  /**
+   * Closed-loop clients (each waiting for its acknowledgement before sending again) come back together
+   * right after a commit: flushing the first arrivals at once would halve every batch. So a free writer
+   * waits, at most batchWaitMs, until as many rows wait as 3/4 of the previous batch; a lone publisher
+   * (previous batch of one) never waits. setImmediate gathers what arrived in the same I/O phase.
+   */
   function schedule(): void {
     if (scheduled || queue.length === 0 || idle.length === 0) return;
     scheduled = true;
-    // setImmediate gathers every request that arrived in the same I/O phase into one batch.
-    if (settings.batchWaitMs === 0 || queued >= settings.batchSize) setImmediate(flush);
-    else setTimeout(flush, settings.batchWaitMs);
+    if (settings.batchWaitMs === 0 || waitingRows >= fillTarget()) {
+      setImmediate(flush);
+    } else {
+      fillTimer = setTimeout(flush, settings.batchWaitMs);
+    }
+  }
+
+  function fillTarget(): number {
+    return Math.min(settings.batchSize, Math.max(1, Math.floor(lastBatchRows * 0.75)));
+  }
+
+  /** A writer waiting for company flushes as soon as enough arrived. */
+  function filled(): void {
+    if (fillTimer !== undefined && waitingRows >= fillTarget()) {
+      clearTimeout(fillTimer);
+      fillTimer = undefined;
+      setImmediate(flush);
+    }
   }
 
   function take(): Job[] {
@@ -98,11 +127,14 @@ export function createWriter(url: string, settings: WriterSettings, log: Logger,
     }
     const jobs = n === queue.length ? queue : queue.slice(0, n);
     queue = n === queue.length ? [] : queue.slice(n);
+    waitingRows -= rows;
+    lastBatchRows = rows;
     return jobs;
   }
 
   function flush(): void {
     scheduled = false;
+    fillTimer = undefined;
     while (queue.length > 0 && idle.length > 0) run(idle.pop() as number, take());
   }
 
@@ -163,6 +195,7 @@ export function createWriter(url: string, settings: WriterSettings, log: Logger,
       j.attempts++;
       if (solo) j.solo = true;
       queued += j.messages.length;
+      waitingRows += j.messages.length;
       queue.unshift(j);
     }
   }
@@ -192,6 +225,7 @@ export function createWriter(url: string, settings: WriterSettings, log: Logger,
     // Everything waiting would only wait for the same failure: answer now.
     const waiting = queue;
     queue = [];
+    waitingRows = 0;
     for (const j of waiting) queued -= j.messages.length;
     failJobs(waiting, unavailable('database unavailable', RETRY_AFTER_SECS));
     if (probing === undefined) {
@@ -204,7 +238,8 @@ export function createWriter(url: string, settings: WriterSettings, log: Logger,
     const conn = conns[0] as Sql;
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error('probe timed out')), settings.writeTimeoutMs);
+      // `select 1` answers in milliseconds when the server is there: do not wait a whole write timeout.
+      timer = setTimeout(() => reject(new Error('probe timed out')), Math.min(settings.writeTimeoutMs, PROBE_TIMEOUT_MS));
     });
     Promise.race([conn`select 1`, timeout]).then(() => {
       clearTimeout(timer);
@@ -228,10 +263,12 @@ export function createWriter(url: string, settings: WriterSettings, log: Logger,
       const n = messages.length;
       if (queued + n > settings.maxQueue) return Promise.reject(unavailable('ingest queue is full', RETRY_AFTER_SECS));
       queued += n;
+      waitingRows += n;
       if (queued > highWater) highWater = queued;
       return new Promise<void>((resolve, reject) => {
         queue.push({ workspaceId, messages, resolve, reject, solo: false, attempts: 0 });
-        schedule();
+        if (scheduled) filled();
+        else schedule();
       });
     },
     get down() {
@@ -242,8 +279,10 @@ export function createWriter(url: string, settings: WriterSettings, log: Logger,
       closing = true;
       if (probing) clearTimeout(probing);
       if (down) {
+        for (const j of queue) queued -= j.messages.length;
         failJobs(queue, unavailable('shutting down', RETRY_AFTER_SECS));
         queue = [];
+        waitingRows = 0;
       }
       if (inFlight > 0 || queue.length > 0) {
         await new Promise<void>((resolve) => {

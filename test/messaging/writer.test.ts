@@ -80,7 +80,7 @@ t.test('a database refusing connections: publishes answer 503 at once, then reco
     await admin.unsafe(`alter database ${ts.db.name} with allow_connections true`);
   }
   let status = 0;
-  for (let i = 0; i < 40 && status !== 202; i++) {
+  for (let i = 0; i < 100 && status !== 202; i++) {
     await new Promise((r) => setTimeout(r, 100));
     status = (await publish(ts, w.ws, w.channel, w.publisher.key, [{ n: 'back', v: 1 }])).status;
   }
@@ -91,10 +91,23 @@ t.test('a database refusing connections: publishes answer 503 at once, then reco
 });
 
 t.test('a full queue answers 503 with Retry-After and stores only what it accepted', async (t) => {
-  // The writer waits 300 ms to fill a batch, so concurrent publishes pile up against a queue of 5.
-  const ts = await startTestService(t, { ...AUTH_ENV, SVC_MESSAGING_MAX_QUEUE: '5', SVC_MESSAGING_BATCH_WAIT_MS: '300' });
+  const ts = await startTestService(t, { ...AUTH_ENV, SVC_MESSAGING_MAX_QUEUE: '5' });
   const w = await world(ts, 'ws-queue');
-  const results = await Promise.all(Array.from({ length: 12 }, (_, i) => publish(ts, w.ws, w.channel, w.publisher.key, [{ n: `q${i}`, v: i }])));
+  // A slow database: the table is locked, so the first batch waits and later publishes pile up behind it.
+  let release!: () => void;
+  let locked!: () => void;
+  const isLocked = new Promise<void>((r) => { locked = r; });
+  const held = ts.service.sql.begin(async (tx) => {
+    await tx`lock table messages in access exclusive mode`;
+    locked();
+    await new Promise<void>((r) => { release = r; });
+  });
+  await isLocked;
+  const pending = Array.from({ length: 12 }, (_, i) => publish(ts, w.ws, w.channel, w.publisher.key, [{ n: `q${i}`, v: i }]));
+  await new Promise((r) => setTimeout(r, 500));
+  release();
+  await held;
+  const results = await Promise.all(pending);
   const statuses = results.map((r) => r.status);
   t.equal(statuses.filter((s) => s === 202).length, 5, `five accepted: ${statuses}`);
   t.equal(statuses.filter((s) => s === 503).length, 7, 'the rest refused');

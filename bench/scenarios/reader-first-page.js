@@ -1,0 +1,40 @@
+// Scenario: the message reader's first page (default limit, newest first, exact total) on a channel
+// holding 1,000,000 messages, read by a device with subscribe (Client key). Setup loads the rows with one
+// INSERT ... SELECT through the partitioned table (so the per-channel counters are kept as in production)
+// plus 200,000 rows of another channel in the same partitions, then VACUUM ANALYZE. p99 is the figure.
+import postgres from 'postgres';
+import { INGEST_BENCH_ENV, setupChannel } from './ingest-http-1.js';
+
+const ROWS = 1_000_000;
+const OTHER_ROWS = 200_000;
+
+export default {
+  name: 'reader-first-page',
+  description: `GET /{ws}/channels/{ch}/messages (first page, default limit, total) on a channel of ${ROWS.toLocaleString('en')} messages`,
+  env: INGEST_BENCH_ENV,
+  async setup(/** @type {any} */ ctx) {
+    const data = await setupChannel(ctx, 'reader-first-page');
+    const other = await setupChannel(ctx, 'reader-first-page-other');
+    const sql = postgres(ctx.databaseUrl, { max: 1, onnotice: () => {} });
+    try {
+      const load = (/** @type {any} */ d, /** @type {number} */ rows) => sql`
+        insert into messages (workspace_id, channel_id, publisher_id, protocol, name, unit, time, value)
+        select ${d.workspaceId}::uuid, ${d.channelId}::uuid, ${d.deviceId}::uuid, 'http', 'urn:dev:bench:t' || (i % 100), 'Cel',
+               1700000000 + i * 0.5, i % 1000
+        from generate_series(1, ${rows}::int) i`;
+      await load(data, ROWS);
+      await load(other, OTHER_ROWS);
+      await sql`vacuum analyze messages`;
+    } finally {
+      await sql.end();
+    }
+    return data;
+  },
+  request: (/** @type {any} */ ctx) => ({
+    listener: 'reader',
+    method: 'GET',
+    path: `/${ctx.data.workspaceId}/channels/${ctx.data.channelId}/messages`,
+    headers: { authorization: `Client ${ctx.data.key}` },
+    expectedStatus: 200,
+  }),
+};
