@@ -120,29 +120,66 @@ export function createMessaging(deps: MessagingDeps): MessagingService {
     if (!d.allowed) throw denied(d.reason);
   }
 
-  async function publish(device: DeviceIdentity, input: PublishInput): Promise<PublishResult> {
+  /**
+   * The warm path without a promise: key, channel facts and decision all memoised by the engine. Any
+   * miss (or a deny, which may need auditing) goes the awaited way through requireDevice.
+   */
+  function allowedNow(device: DeviceIdentity, workspaceId: string, channelId: string): boolean {
+    if (device.status !== 'active' || device.tenantId !== workspaceId) return false;
+    const facts = authz.engine.peekObject('resource', channelId);
+    if (facts === undefined || facts.tenantId !== workspaceId || facts.type !== 'resource:channel') return false;
+    const d = authz.engine.peek({ subjectId: device.entityId, action: 'publish', object: { kind: 'resource', id: channelId } });
+    return d !== undefined && d.allowed;
+  }
+
+  function checkPayload(input: PublishInput): void {
+    const payload = input.payload;
+    const bytes = typeof payload === 'string' ? Buffer.byteLength(payload) : payload.byteLength;
+    if (bytes > settings.maxMessageBytes) {
+      throw new AppError('PAYLOAD_TOO_LARGE', `message exceeds the limit of ${settings.maxMessageBytes} bytes`);
+    }
+    if (input.contentType !== undefined && input.contentType !== null && !isSenmlJson(input.contentType)) {
+      throw new AppError('UNSUPPORTED_MEDIA_TYPE', `content type must be ${SENML_JSON}`);
+    }
+  }
+
+  function resolve(device: DeviceIdentity, input: PublishInput): StoredMessage[] {
+    return parseSenml(input.payload, {
+      channel: input.channelId, publisher: device.entityId, protocol: input.protocol, subtopic: input.subtopic ?? null,
+    }, settings);
+  }
+
+  /** Writer failures count as failed in its own stats, not as rejected. */
+  function store(workspaceId: string, messages: StoredMessage[]): Promise<PublishResult> {
+    return writer.write(workspaceId, messages).then(() => {
+      counters.acknowledged++;
+      return { stored: messages.length, messages };
+    });
+  }
+
+  async function publishChecked(device: DeviceIdentity, input: PublishInput): Promise<PublishResult> {
     let messages: StoredMessage[];
     try {
-      const payload = input.payload;
-      const bytes = typeof payload === 'string' ? Buffer.byteLength(payload) : payload.byteLength;
-      if (bytes > settings.maxMessageBytes) {
-        throw new AppError('PAYLOAD_TOO_LARGE', `message exceeds the limit of ${settings.maxMessageBytes} bytes`);
-      }
-      if (input.contentType !== undefined && input.contentType !== null && !isSenmlJson(input.contentType)) {
-        throw new AppError('UNSUPPORTED_MEDIA_TYPE', `content type must be ${SENML_JSON}`);
-      }
       await requireDevice(device, input.workspaceId, 'publish', input.channelId);
-      messages = parseSenml(payload, {
-        channel: input.channelId, publisher: device.entityId, protocol: input.protocol, subtopic: input.subtopic ?? null,
-      }, settings);
+      messages = resolve(device, input);
     } catch (err) {
       counters.rejected++;
       throw err;
     }
-    // Writer failures count as failed in its own stats, not as rejected.
-    await writer.write(input.workspaceId, messages);
-    counters.acknowledged++;
-    return { stored: messages.length, messages };
+    return store(input.workspaceId, messages);
+  }
+
+  function publish(device: DeviceIdentity, input: PublishInput): Promise<PublishResult> {
+    let messages: StoredMessage[];
+    try {
+      checkPayload(input);
+      if (!allowedNow(device, input.workspaceId, input.channelId)) return publishChecked(device, input);
+      messages = resolve(device, input);
+    } catch (err) {
+      counters.rejected++;
+      return Promise.reject(err);
+    }
+    return store(input.workspaceId, messages);
   }
 
   function count(payload: Buffer | string): void {
@@ -172,14 +209,13 @@ export function createMessaging(deps: MessagingDeps): MessagingService {
       count(input.payload);
       return publish(device, input);
     },
-    async publishWithKey(key, input) {
+    publishWithKey(key, input) {
       count(input.payload);
-      const device = await auth.authenticateDeviceKey(key);
-      if (device === null) {
+      return auth.authenticateDeviceKey(key).then((device) => {
+        if (device !== null) return publish(device, input);
         counters.rejected++;
         throw unauthenticated('invalid device key');
-      }
-      return publish(device, input);
+      });
     },
     authorizeSubscribe,
     onStored(listener) {

@@ -123,26 +123,36 @@ t.test('a full queue answers 503 with Retry-After and stores only what it accept
 });
 
 t.test('shutdown with publishes in flight: the listeners drain, the writer commits, every 202 is stored', async (t) => {
-  const ts = await startTestService(t, { ...AUTH_ENV, SVC_MESSAGING_BATCH_WAIT_MS: '50' });
+  const ts = await startTestService(t, AUTH_ENV);
   const w = await world(ts, 'ws-stop');
-  const acked: string[] = [];
-  const sent = Array.from({ length: 40 }, async (_, i) => {
-    try {
-      const res = await publish(ts, w.ws, w.channel, w.publisher.key, [{ n: `s${i}`, v: i }]);
-      if (res.status === 202) acked.push(`s${i}`);
-      await res.arrayBuffer();
-    } catch {
-      // a connection refused after the listener closed: not acknowledged
-    }
-  });
-  await new Promise((r) => setTimeout(r, 20));
   // Read with a connection of our own: the service's pool closes with it.
   const check = postgres(ts.db.url, { max: 1, onnotice: () => undefined });
   t.teardown(() => check.end());
-  await ts.service.stop();
+  // Hold the writer on a locked table so the publishes are still in flight when the stop begins.
+  let release!: () => void;
+  let locked!: () => void;
+  const isLocked = new Promise<void>((r) => { locked = r; });
+  const held = check.begin(async (tx) => {
+    await tx`lock table messages in access exclusive mode`;
+    locked();
+    await new Promise<void>((r) => { release = r; });
+  });
+  await isLocked;
+  const acked: string[] = [];
+  const sent = Array.from({ length: 40 }, async (_, i) => {
+    const res = await publish(ts, w.ws, w.channel, w.publisher.key, [{ n: `s${i}`, v: i }]);
+    if (res.status === 202) acked.push(`s${i}`);
+    await res.arrayBuffer();
+  });
+  while (ts.service.messaging.stats().queued < 40) await new Promise((r) => setTimeout(r, 10));
+  const stopped = ts.service.stop();
+  await new Promise((r) => setTimeout(r, 200));
+  release();
+  await held;
+  await stopped;
   await Promise.all(sent);
+  t.equal(acked.length, 40, 'the publishes in flight were answered 202 during the drain');
   const rows = await check<{ name: string }[]>`select name from messages where channel_id = ${w.channel}`;
   const stored = new Set(rows.map((r) => r.name));
-  t.ok(acked.length > 0, `${acked.length} acknowledged before the stop`);
   t.same(acked.filter((n) => !stored.has(n)), [], 'every acknowledged publish is stored');
 });
