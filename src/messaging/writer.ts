@@ -77,7 +77,10 @@ export function createWriter(url: string, settings: WriterSettings, log: Logger,
   let fillTimer: NodeJS.Timeout | undefined;
   /** Rows in the queue, not yet taken into a batch; `queued` also counts rows being written. */
   let waitingRows = 0;
-  let lastBatchRows = 1;
+  // The most messages outstanding (waiting or being written) lately: the demand a batch can gather.
+  let peakNow = 0;
+  let peakPrev = 0;
+  let peakSince = Date.now();
   let down = false;
   let probing: NodeJS.Timeout | undefined;
   let probeDelay = PROBE_FIRST_MS;
@@ -88,8 +91,8 @@ export function createWriter(url: string, settings: WriterSettings, log: Logger,
   /**
    * Closed-loop clients (each waiting for its acknowledgement before sending again) come back together
    * right after a commit: flushing the first arrivals at once would halve every batch. So a free writer
-   * waits, at most batchWaitMs, until as many rows wait as 3/4 of the previous batch; a lone publisher
-   * (previous batch of one) never waits. setImmediate gathers what arrived in the same I/O phase.
+   * waits, at most batchWaitMs, until 3/4 of the recent peak of outstanding messages wait; a lone
+   * publisher (a peak of one) never waits. setImmediate gathers what arrived in the same I/O phase.
    */
   function schedule(): void {
     if (scheduled || queue.length === 0 || idle.length === 0) return;
@@ -102,7 +105,18 @@ export function createWriter(url: string, settings: WriterSettings, log: Logger,
   }
 
   function fillTarget(): number {
-    return Math.min(settings.batchSize, Math.max(1, Math.floor(lastBatchRows * 0.75)));
+    return Math.min(settings.batchSize, Math.max(1, Math.floor(Math.max(peakNow, peakPrev) * 0.75)));
+  }
+
+  /** Two 100 ms buckets, so the peak follows the load down within 200 ms. */
+  function notePeak(): void {
+    const now = Date.now();
+    if (now - peakSince >= 100) {
+      peakPrev = now - peakSince >= 200 ? 0 : peakNow;
+      peakNow = 0;
+      peakSince = now;
+    }
+    if (queued > peakNow) peakNow = queued;
   }
 
   /** A writer waiting for company flushes as soon as enough arrived. */
@@ -128,7 +142,6 @@ export function createWriter(url: string, settings: WriterSettings, log: Logger,
     const jobs = n === queue.length ? queue : queue.slice(0, n);
     queue = n === queue.length ? [] : queue.slice(n);
     waitingRows -= rows;
-    lastBatchRows = rows;
     return jobs;
   }
 
@@ -265,6 +278,7 @@ export function createWriter(url: string, settings: WriterSettings, log: Logger,
       queued += n;
       waitingRows += n;
       if (queued > highWater) highWater = queued;
+      notePeak();
       return new Promise<void>((resolve, reject) => {
         queue.push({ workspaceId, messages, resolve, reject, solo: false, attempts: 0 });
         if (scheduled) filled();
