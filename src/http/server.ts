@@ -7,6 +7,8 @@ import { nativeUws, type TemplatedApp, type UwsRequest, type UwsResponse, type u
 import { json, type HttpHandler, type HttpMethod, type HttpReply, type HttpRequest, type RouteOptions } from './types.js';
 
 const EMPTY = Buffer.alloc(0);
+// Shared by every route without parameters; handlers never mutate params.
+const NO_PARAMS: string[] = [];
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
 export const DEFAULT_HEADERS: readonly string[] = ['authorization', 'content-type', 'content-length', 'x-request-id', 'x-forwarded-for'];
 const METHODS: Record<string, string> = { get: 'GET', post: 'POST', put: 'PUT', patch: 'PATCH', delete: 'DELETE', options: 'OPTIONS', head: 'HEAD' };
@@ -37,6 +39,8 @@ function statusLine(status: number): string {
 class Exchange implements HttpRequest {
   aborted = false;
   done = false;
+  /** onAborted is registered (only needed once the reply is not written synchronously). */
+  watched = false;
   /** True while inside uWS's own callback, which is corked already. */
   corked = true;
   wake: (() => void) | undefined = undefined;
@@ -99,6 +103,7 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
     if (ex.aborted || ex.done) return;
     const body = reply.body;
     if (body !== undefined && typeof body !== 'string' && !(body instanceof Uint8Array)) {
+      watchAbort(ex);
       void stream(ex, reply, body);
       return;
     }
@@ -123,6 +128,7 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
     const start = res.getWriteOffset();
     const [, done] = res.tryEnd(body, total);
     if (done) return finish(ex);
+    watchAbort(ex);
     res.onWritable((offset) => {
       if (ex.aborted) return true;
       const [ok, finished] = res.tryEnd(body.subarray(offset - start), total);
@@ -173,6 +179,20 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
     send(ex, errorReply(appErr));
   }
 
+  /**
+   * uWS needs onAborted only for responses written after its callback returned; a reply written
+   * synchronously skips the registration (and its closure) altogether.
+   */
+  function watchAbort(ex: Exchange): void {
+    if (ex.watched) return;
+    ex.watched = true;
+    ex.res.onAborted(() => {
+      ex.aborted = true;
+      ex.wake?.();
+      finish(ex);
+    });
+  }
+
   function run(ex: Exchange, handler: HttpHandler): void {
     let result: HttpReply | Promise<HttpReply>;
     try {
@@ -180,8 +200,12 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
     } catch (err) {
       return fail(ex, err);
     }
-    if (result instanceof Promise) result.then((reply) => send(ex, reply), (err) => fail(ex, err));
-    else send(ex, result);
+    if (result instanceof Promise) {
+      watchAbort(ex);
+      result.then((reply) => send(ex, reply), (err) => fail(ex, err));
+    } else {
+      send(ex, result);
+    }
   }
 
   function handle(res: UwsResponse, req: UwsRequest, handler: HttpHandler, options: RouteOptions, paramCount: number): void {
@@ -197,8 +221,11 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
         if (value !== '') headers[name] = value;
       }
     }
-    const params: string[] = [];
-    for (let i = 0; i < paramCount; i++) params.push(decodeURIComponent(req.getParameter(i) ?? ''));
+    let params = NO_PARAMS;
+    if (paramCount > 0) {
+      params = [];
+      for (let i = 0; i < paramCount; i++) params.push(decodeURIComponent(req.getParameter(i) ?? ''));
+    }
     const incomingId = headers['x-request-id'];
     const method = req.getMethod();
     const ex = new Exchange(
@@ -211,17 +238,13 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
       incomingId !== undefined && REQUEST_ID.test(incomingId) ? incomingId : nextRequestId(),
     );
     inFlight++;
-    res.onAborted(() => {
-      ex.aborted = true;
-      ex.wake?.();
-      finish(ex);
-    });
     const limit = options.bodyLimit;
     if (limit === undefined) {
       run(ex, handler);
       ex.corked = false;
       return;
     }
+    watchAbort(ex);
     ex.corked = false;
     const declared = Number(headers['content-length']);
     if (declared > limit) return sendAndClose(ex, errorReply(payloadTooLarge(limit)));
