@@ -69,7 +69,12 @@ export function registerLiveRoute(server: HttpServer, messaging: MessagingServic
         .then((subject) => messaging.authorizeSubscribe(subject, workspaceId, channelId))
         .then(() => {
           if (aborted) return;
-          res.cork(() => res.upgrade<SocketData>({ topic: topicOf(workspaceId, channelId), channelId }, wsKey, wsProtocol, wsExtensions, context));
+          // Not inside res.cork: uWS's cork() reads the HTTP response state after an asynchronous upgrade
+          // from memory the WebSocket now owns and, when a bit there happens to be set, closes the new
+          // socket (uWebSockets issue 1928, fixed upstream by PR 1929, not in this build). With warm caches
+          // this runs in the upgrade callback's own microtasks, where uWS has the socket corked already;
+          // after a database lookup uWS prints a one-line "must be corked" warning, which is harmless.
+          res.upgrade<SocketData>({ topic: topicOf(workspaceId, channelId), channelId }, wsKey, wsProtocol, wsExtensions, context);
         }, (err: unknown) => {
           if (aborted) return;
           const e = toAppError(err);
