@@ -164,7 +164,8 @@ export function createWriter(url: string, settings: WriterSettings, log: Logger,
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(timedOut()), settings.writeTimeoutMs);
     });
-    Promise.race([insertBatch(conns[slot] as Sql, buildBatch(jobs)), timeout]).then(() => {
+    // Built inside the chain: a throw while building fails this batch instead of stranding its publishes.
+    Promise.race([Promise.resolve(jobs).then((j) => insertBatch(conns[slot] as Sql, buildBatch(j))), timeout]).then(() => {
       clearTimeout(timer);
       batches++;
       stored += rows;
@@ -184,14 +185,15 @@ export function createWriter(url: string, settings: WriterSettings, log: Logger,
       if ((code === '40P01' || code === '40001') && (jobs[0] as Job).attempts < MAX_ATTEMPTS) {
         // Two writers crossing on the per-channel counters: the batch did nothing; run it again.
         requeue(jobs, false);
-      } else if (!refusedData(code)) {
+      } else if (appErr.kind === 'UNAVAILABLE' || (typeof code === 'string' && !refusedData(code))) {
         // Anything but the data itself (connection lost or refused, database shutting down or not
         // accepting connections, a hung server) is the database being away: 503 now, probe until back.
         if (appErr.code === 'WRITE_TIMEOUT') replace(slot);
         markDown(appErr);
         failJobs(jobs, unavailable('database unavailable; message not stored', RETRY_AFTER_SECS));
       } else if (jobs.length > 1) {
-        // Not the database being away but one publish it refused: retry each alone so the others commit.
+        // Not the database being away but one publish it (or building the batch) refused: retry each
+        // alone so the others commit.
         log.warn('batch refused; retrying its publishes one by one', { err: String(err) });
         requeue(jobs, true);
       } else {
