@@ -42,6 +42,29 @@ t.test('round trip: bn joining, bt + negative t, unit fallback, base value and s
   t.same(times, [...times].sort((x, y) => y - x));
 });
 
+t.test('text survives the batch literals: quotes, backslashes, braces, commas and the word NULL', async (t) => {
+  const ch = await insertChannel(ts, a.ws);
+  await grant(ts, a.ws, a.publisher.id, ch, ['publish']);
+  const tricky = 'he said "hi" \\ {a,b} NULL \u00e9\u4e2d';
+  const pack = [
+    { bn: 'q:', n: 'a', u: 'NULL', vs: tricky, t: 1_700_000_000 },
+    { n: 'b', u: '"x"', vs: 'NULL', t: 1_700_000_001 },
+    { n: 'c', u: 'm\\s', vs: '', t: 1_700_000_002 },
+    { n: 'd', vd: '', t: 1_700_000_003 },
+  ];
+  t.equal((await publish(ts, a.ws, ch, a.publisher.key, pack)).status, 202);
+  const page = await read(ts, a.ws, ch, admin);
+  const by = new Map<string, any>((page.body.messages as any[]).map((m) => [m.name, m]));
+  const pick = (name: string) => {
+    const m = by.get(name);
+    return { unit: m.unit, string_value: m.string_value, data_value: m.data_value };
+  };
+  t.same(pick('q:a'), { unit: 'NULL', string_value: tricky, data_value: undefined });
+  t.same(pick('q:b'), { unit: '"x"', string_value: 'NULL', data_value: undefined });
+  t.same(pick('q:c'), { unit: 'm\\s', string_value: '', data_value: undefined });
+  t.same(pick('q:d'), { unit: null, string_value: undefined, data_value: '' });
+});
+
 t.test('relative times (below 2^28) are taken from the receive time', async (t) => {
   const ch = await insertChannel(ts, a.ws);
   await grant(ts, a.ws, a.publisher.id, ch, ['publish']);
