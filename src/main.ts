@@ -299,6 +299,10 @@ async function runAsProgram(): Promise<void> {
   };
   process.once('SIGTERM', onSignal);
   process.once('SIGINT', onSignal);
+  // postgres.js fetches array types on connect in a promise it never awaits: a connection killed at that
+  // moment (a database restart) rejects it with nobody listening. That must not take the service down;
+  // it is logged so a real bug of ours still shows.
+  process.on('unhandledRejection', (reason) => service.log.error('unhandled rejection', { err: reason }));
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) void runAsProgram();

@@ -41,6 +41,9 @@ export function createNotifyHub(url: string, pool: Queryable, log: Logger): Noti
     max: 1,
     idle_timeout: undefined,
     max_lifetime: null,
+    // No array columns here; and postgres.js fetches array types on connect in a promise it never awaits,
+    // which a connection killed at that moment turns into an unhandled rejection.
+    fetch_types: false,
     connection: { application_name: 'svc-listen' },
     onnotify: (channel: string, raw: string) => {
       if (channel !== CHANNEL) return;
