@@ -276,9 +276,14 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
       }
       // uWS reuses the chunk's memory after this callback returns: copy it.
       const copy = Buffer.from(new Uint8Array(chunk));
-      if (isLast && chunks === undefined) return onBody(copy);
-      (chunks ??= []).push(copy);
-      if (isLast) onBody(Buffer.concat(chunks, size));
+      if (!isLast) {
+        (chunks ??= []).push(copy);
+        return;
+      }
+      // uWS corks the socket around its data callback too: a reply written synchronously here needs no cork.
+      ex.corked = true;
+      onBody(chunks === undefined ? copy : Buffer.concat([...chunks, copy], size));
+      ex.corked = false;
     });
   }
 
