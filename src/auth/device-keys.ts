@@ -1,5 +1,5 @@
 // Device shared-key authentication for the messaging listeners (HTTP `Authorization: Client <key>`,
-// MQTT password): a bounded LRU keyed by the key's hash, dropped by NOTIFY on revoke, rotation or
+// MQTT password): a bounded LRU keyed by the presented key, dropped by NOTIFY on revoke, rotation or
 // entity/tenant change on every instance.
 import { LRUCache } from 'lru-cache';
 import type { Sql } from '../db/client.js';
@@ -65,11 +65,13 @@ export function createDeviceKeys(deps: {
   return {
     async authenticate(key) {
       if (!key || key.length > 256) return null;
-      const hashed = deps.hash()(key);
-      const cached = cache.get(hashed);
+      // Keyed by the key itself, as the bearer cache keeps whole tokens: a hit is exact string equality and
+      // costs no keyed hash (the largest per-publish cost otherwise). The hash is computed only to look a
+      // key up in the database, which stores nothing else.
+      const cached = cache.get(key);
       if (cached) {
         if (cached.expiresAt !== null && cached.expiresAt <= Date.now()) {
-          cache.delete(hashed);
+          cache.delete(key);
           return null;
         }
         hits++;
@@ -78,12 +80,12 @@ export function createDeviceKeys(deps: {
       }
       misses++;
       const before = generation;
-      const row = await cq.selectSharedKeyState(sql, hashed);
+      const row = await cq.selectSharedKeyState(sql, deps.hash()(key));
       if (!row || row.status !== 'active' || row.expired || row.entity_deleted || row.home_tenant_status === 'deleted') return null;
       const identity: DeviceIdentity = {
         entityId: row.entity_id, tenantId: row.home_tenant_id, kind: row.entity_kind, status: row.entity_status, credentialId: row.id,
       };
-      if (before === generation && hub.connected) cache.set(hashed, { identity, expiresAt: row.expires_at ? row.expires_at.getTime() : null });
+      if (before === generation && hub.connected) cache.set(key, { identity, expiresAt: row.expires_at ? row.expires_at.getTime() : null });
       deps.markUsed(row.id);
       return identity;
     },
