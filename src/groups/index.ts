@@ -2,4 +2,4 @@
 export { createGroupService, GROUP_TYPES, GROUP_STATUSES, type GroupService, type GroupDeps } from './service.js';
 export { createMembershipService, type MembershipService, type MembershipDeps } from './membership.js';
 export { groupsGraphqlModule, toGroup } from './resolvers.js';
-export { findGroup, descendantGroups, type GroupRow } from './queries.js';
+export { findGroup, type GroupRow } from './queries.js';

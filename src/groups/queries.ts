@@ -173,12 +173,3 @@ export async function listGroups(sql: Queryable, f: GroupFilter, page: Page): Pr
   }, page);
 }
 
-/** The object group and every live object group nested below it (descendant queries of listings). */
-export function descendantGroups(sql: Queryable, groupId: string) {
-  return sql`
-    with recursive tree(id) as (
-      select id from groups where id = ${groupId} and deleted_at is null and group_type = 'object'
-      union
-      select g.id from groups g join tree t on g.parent_id = t.id where g.deleted_at is null and g.group_type = 'object'
-    ) select id from tree`;
-}

@@ -1,6 +1,7 @@
 // SQL of entities and ownerships.
 import type postgres from 'postgres';
 import type { Queryable } from '../db/client.js';
+import { descendantGroups } from '../access/queries.js';
 import { selectPage, type ListResult, type Page } from '../db/paging.js';
 import type { DeletedFilter } from '../validate.js';
 
@@ -181,15 +182,6 @@ function keptTotal(sql: Queryable, f: EntityFilter) {
 
 const NIL_UUID = '00000000-0000-0000-0000-000000000000';
 
-/** The group and every live object group nested below it. */
-export function descendantGroups(sql: Queryable, groupId: string) {
-  return sql`
-    with recursive tree(id) as (
-      select id from groups where id = ${groupId} and deleted_at is null
-      union
-      select g.id from groups g join tree t on g.parent_id = t.id where g.deleted_at is null and g.group_type = 'object'
-    ) select id from tree`;
-}
 
 export async function insertOwnership(sql: Queryable, ownerId: string, ownedId: string, relation: string) {
   const [row] = await sql<[{ owner_id: string; owned_id: string; relation: string; created_at: Date }]>`

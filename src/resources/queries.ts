@@ -2,7 +2,7 @@
 import type postgres from 'postgres';
 import type { Queryable } from '../db/client.js';
 import { selectPage, type ListResult, type Page } from '../db/paging.js';
-import { descendantGroups } from '../groups/index.js';
+import { descendantGroups } from '../access/queries.js';
 import type { DeletedFilter } from '../validate.js';
 
 export interface ResourceRow {
