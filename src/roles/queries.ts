@@ -108,9 +108,9 @@ export async function listRoles(sql: Queryable, f: RoleFilter, page: Page): Prom
   }, page);
 }
 
-/** Pins a live role against concurrent assignments (they take it FOR SHARE) while its blocks change. */
-export async function lockRoleForUpdate(tx: Queryable, id: string): Promise<boolean> {
-  const rows = await tx`select id from roles where id = ${id} and deleted_at is null for update`;
+/** Pins a live (or, to restore it, a deleted) role against concurrent assignments (they take it FOR SHARE). */
+export async function lockRoleForUpdate(tx: Queryable, id: string, deleted = false): Promise<boolean> {
+  const rows = await tx`select id from roles where id = ${id} and (deleted_at is not null) = ${deleted} for update`;
   return rows.length === 1;
 }
 

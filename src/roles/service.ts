@@ -163,8 +163,27 @@ export function createRoleService(deps: RoleDeps) {
       await gate.requirePlatformAdmin(p);
       const row = await load(id, true);
       if (!row.deleted_at) throw invalidInput('role is not deleted');
-      if (!(await q.restoreRole(sql, row.id))) throw notFound('role');
-      record(p, 'role.restore', row, requestId);
+      const operation = 'role.restore';
+      // Restoring gives every holder the role's blocks again: a grant change, judged by today's guardrails.
+      const guards = await sql.begin(async (tx) => {
+        if (!(await q.lockRoleForUpdate(tx, row.id, true))) throw invalidInput('role is not deleted');
+        await lockPrincipalGroups(tx, await q.assignedGroupIds(tx, row.id));
+        const blocks = await roleBlockIds(tx, row.id);
+        const judged = [];
+        if (blocks.length) {
+          for (const holders of await q.holderKindsByTenant(tx, row.id)) {
+            judged.push({ tenantId: holders.tenant_id, guard: await authz.checkGrant(tx, {
+              tenantId: holders.tenant_id, subject: { kind: 'entity_kinds', kinds: holders.kinds }, blocks, actor: p, operation, requestId,
+            }) });
+          }
+        }
+        if (!(await q.restoreRole(tx, row.id))) throw notFound('role');
+        return judged;
+      });
+      for (const g of guards) {
+        authz.recordOverrides(g.guard, { actor: p, tenantId: g.tenantId, operation, targetKind: 'role', targetId: row.id, requestId });
+      }
+      record(p, operation, row, requestId);
       // Grants loaded while it was deleted do not mention it: its holders are named.
       await holdersChanged(row.id);
       return true;

@@ -202,3 +202,21 @@ t.test('deleteRole (soft), restoreRole and purgeRole', async (t) => {
   const events = await ts.service.sql<{ event: string }[]>`select event from audit_log where target_kind = 'role' and target_id = ${r.id} order by created_at`;
   t.same(events.map((e) => e.event), ['role.create', 'role.permission_blocks.replace', 'role.delete', 'role.restore', 'role.delete', 'role.purge']);
 });
+
+t.test('restoreRole judges the role\'s grants by the guardrails in force now', async (t) => {
+  const sensor = await entityIn(tenantA, 'device', 'roles-restore-sensor');
+  const channel = dataOf(await call(alice.token, `mutation ($i: CreateResourceInput!) { createResource(input: $i) { id } }`,
+    { i: { kind: 'channel', name: 'roles-restore-ch', tenantId: tenantA } })).id as string;
+  const r = dataOf(await call(alice.token, CREATE_ROLE, { i: { name: 'readers', tenantId: tenantA } }));
+  const read = await block(alice.token, { scopeMode: 'object', objectId: channel, actionIds: ['read'] });
+  dataOf(await call(alice.token, REPLACE, { r: r.id, b: [read] }));
+  dataOf(await call(alice.token, ASSIGN, { i: { tenantId: tenantA, subjectKind: 'entity', subjectId: sensor, roleId: r.id } }));
+  dataOf(await call(alice.token, op('deleteRole'), { id: r.id }));
+  // While the role was deleted, the tenant forbade devices reading resources.
+  dataOf(await call(alice.token, `mutation ($i: CreateActionAssignmentRuleInput!) { createActionAssignmentRule(input: $i) { id } }`,
+    { i: { tenantId: tenantA, entityKind: 'device', actionName: 'read', objectKind: 'resource', decision: 'deny' } }));
+  const refused = await call(admin, op('restoreRole'), { id: r.id });
+  t.equal(refused.errors?.[0]?.extensions?.code, 'action_not_allowed_for_entity_kind');
+  t.equal((await check(sensor, 'read', channel)).allowed, false, 'nothing was restored');
+  t.ok(dataOf(await call(admin, LIST_ROLES, { t: tenantA, d: 'deleted' })).items.some((x: any) => x.id === r.id), 'the role stays deleted');
+});
