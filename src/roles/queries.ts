@@ -70,9 +70,18 @@ export async function restoreRole(sql: Queryable, id: string): Promise<boolean> 
   return rows.length === 1;
 }
 
+/** Removes the role and the permission blocks only it held (blocks shared with a role or policy stay). */
 export async function purgeRole(sql: Queryable, id: string): Promise<boolean> {
-  const rows = await sql`delete from roles where id = ${id} and deleted_at is not null returning id`;
-  return rows.length === 1;
+  const rows = await sql`
+    with doomed as (delete from roles where id = ${id} and deleted_at is not null returning id),
+    held as (select block_id from role_permission_blocks where role_id in (select id from doomed)),
+    orphans as (
+      delete from permission_blocks b where b.id in (select block_id from held)
+        and not exists (select 1 from role_permission_blocks o where o.block_id = b.id and o.role_id <> ${id})
+        and not exists (select 1 from direct_policies d where d.block_id = b.id)
+      returning b.id)
+    select (select count(*)::int from doomed) as purged, (select count(*)::int from orphans) as blocks`;
+  return (rows[0] as { purged: number }).purged === 1;
 }
 
 export const DERIVED_KINDS = ['empty', 'simple', 'composite'] as const;

@@ -198,6 +198,8 @@ t.test('deleteRole (soft), restoreRole and purgeRole', async (t) => {
   t.same(errorOf(await call(admin, GET_ROLE, { id: r.id })), { code: 'NOT_FOUND', message: 'role not found' });
   const [left] = await ts.service.sql<{ n: number }[]>`select count(*)::int as n from role_assignments where role_id = ${r.id}`;
   t.equal(left!.n, 0, 'purging removed its assignments');
+  const [blocksLeft] = await ts.service.sql<{ n: number }[]>`select count(*)::int as n from permission_blocks where id = ${read}`;
+  t.equal(blocksLeft!.n, 0, 'and the block only it held');
   await ts.service.audit.flush();
   const events = await ts.service.sql<{ event: string }[]>`select event from audit_log where target_kind = 'role' and target_id = ${r.id} order by created_at`;
   t.same(events.map((e) => e.event), ['role.create', 'role.permission_blocks.replace', 'role.delete', 'role.restore', 'role.delete', 'role.purge']);
