@@ -7,6 +7,7 @@ import type { Authz } from '../authz/types.js';
 import { unavailable } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Messaging, StoredMessage } from '../messaging/index.js';
+import { releaseOnConnack } from './connack-first.js';
 import { createHooks, type DenyAction } from './hooks.js';
 import { createMqttMetrics, type MqttErrors } from './metrics.js';
 import { createBrokerBackend } from './persistence.js';
@@ -109,6 +110,7 @@ export async function createMqttBroker(deps: MqttDeps): Promise<MqttBroker> {
   broker.on('client', () => metrics.counters.connectionsTotal++);
   broker.on('clientDisconnect', () => metrics.counters.disconnections++);
   broker.on('connackSent', () => metrics.packetOut(false));
+  releaseOnConnack(broker);
   // A retained PUBLISH changes the count: the next snapshot reads it afresh.
   broker.on('publish', (packet) => {
     if (packet.retain) retained.at = 0;

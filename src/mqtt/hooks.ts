@@ -6,6 +6,7 @@ import type { Authz } from '../authz/types.js';
 import { toAppError, type AppError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Messaging } from '../messaging/index.js';
+import { holdDeliveriesUntilConnack } from './connack-first.js';
 import type { MqttMetrics } from './metrics.js';
 import { parsePublishTopic, parseSubscribeFilter, type ChannelTopic } from './topics.js';
 
@@ -82,6 +83,7 @@ export function createHooks(deps: HookDeps) {
       // device from reaching another's session; aedes reads client.id only after this hook.
       (client as { id: string }).id = `${identity.entityId}/${client.id}`;
       sessions.set(client, { identity, key, checkedAt: Date.now(), topics: new Map(), tail: Promise.resolve() });
+      holdDeliveriesUntilConnack(client);
       done(null, true);
     }, (err: unknown) => {
       log.warn('mqtt authentication unavailable', { err });
