@@ -185,8 +185,9 @@ export async function startService(env: Record<string, string | undefined>, opti
     registerHealthRoutes(http, health);
     auth.registerRoutes(http);
     registerGraphqlRoute(http, { executor: graphql, authenticate, bodyLimit: config.graphql.bodyLimitBytes });
-    registerAuthzRoutes(http, { runtime: authzRuntime, authenticate, bodyLimit: config.authz.bodyLimitBytes });
-    registerAuditRoutes(http, { reader: auditReader, authenticate });
+    const bearer = { authenticate, peek: auth.peekBearer };
+    registerAuthzRoutes(http, { runtime: authzRuntime, auth: bearer, bodyLimit: config.authz.bodyLimitBytes });
+    registerAuditRoutes(http, { reader: auditReader, auth: bearer });
     if (config.listeners.http) servers.set('http', { server: http, addr: config.listeners.http });
     const deviceAuth = { authenticate, authenticateDeviceKey: auth.authenticateDeviceKey };
     const ingest = createHttpServer('messaging', log);

@@ -26,6 +26,7 @@ import { createDeviceKeys, type DeviceIdentity } from './device-keys.js';
 import { createKeyring } from './keyring.js';
 import { createLogin } from './login.js';
 import { createLogMailer, type Mailer } from './mailer.js';
+import type { PeekBearer } from './bearer.js';
 import type { Principal } from './principal.js';
 import { authGraphqlModule } from './resolvers.js';
 import { registerAuthRoutes } from './routes.js';
@@ -45,6 +46,8 @@ export interface Auth {
   /** Boot work: keys created or loaded, the administrator's password bootstrapped. */
   init(): Promise<void>;
   authenticate: Authenticate;
+  /** A bearer caller verified from this instance's cache, without waiting; undefined otherwise (then authenticate). */
+  peekBearer: PeekBearer;
   /** Device shared keys (HTTP `Authorization: Client <key>`, MQTT password); null when unknown, revoked or expired. */
   authenticateDeviceKey(key: string): Promise<DeviceIdentity | null>;
   /**
@@ -80,6 +83,14 @@ function parseCookie(header: string | undefined, name: string): string | null {
     if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim() || null;
   }
   return null;
+}
+
+/** The token of `Bearer <token>` (scheme in any case), null for anything else. */
+function bearerToken(header: string): string | null {
+  // A prefix test and a slice, not a regex: this runs on every authenticated request.
+  if (header.length < 8 || (!header.startsWith('Bearer ') && header.slice(0, 7).toLowerCase() !== 'bearer ')) return null;
+  const token = header.slice(7).trim();
+  return token.length === 0 ? null : token;
 }
 
 export function createAuth(deps: AuthDeps): Auth {
@@ -145,10 +156,8 @@ export function createAuth(deps: AuthDeps): Auth {
     let token: string | null = null;
     const header = headers.authorization;
     if (header !== undefined) {
-      // A prefix test and a slice, not a regex: this runs on every authenticated request.
-      if (header.length < 8 || (!header.startsWith('Bearer ') && header.slice(0, 7).toLowerCase() !== 'bearer ')) throw invalidToken('malformed');
-      token = header.slice(7).trim();
-      if (token.length === 0) throw invalidToken('malformed');
+      token = bearerToken(header);
+      if (token === null) throw invalidToken('malformed');
     } else {
       token = parseCookie(headers.cookie, COOKIE);
       if (token && !safeMethod) {
@@ -208,7 +217,12 @@ export function createAuth(deps: AuthDeps): Auth {
       }, 30_000);
       usageTimer.unref();
     },
-    authenticate: (headers, _ip) => authenticateHeaders(headers, false),
+    authenticate: (headers) => authenticateHeaders(headers, false),
+    peekBearer(headers) {
+      const token = headers.authorization === undefined ? null : bearerToken(headers.authorization);
+      const verdict = token === null ? undefined : verifier.peek(token);
+      return verdict?.ok ? verdict.principal : undefined;
+    },
     authenticateDeviceKey: (key) => deviceKeys.authenticate(key),
     async invalidate(change) {
       dropLocal(change);

@@ -40,6 +40,8 @@ interface Entry {
 export interface Verifier {
   /** Synchronous on a cache hit (no promise, no microtask on the common path), a promise on a miss. */
   verify(token: string): Verified | Promise<Verified>;
+  /** The cached verdict only: undefined when the token is not cached (nothing is loaded). */
+  peek(token: string): Verified | undefined;
   /** Drops local cache entries now (callers also NOTIFY so other instances do the same). */
   dropLocal(change: AuthInvalidation): void;
   /** Notes a credential in use; last_used_at is written in batches by flushUsage, never per request. */
@@ -157,24 +159,31 @@ export function createVerifier(deps: {
     return { ok: true, principal: result.principal, expiresAt: result.expiresAt };
   }
 
+  // Keyed by the tail (signature or secret bytes): hashing a fresh 400-character header string per
+  // request for a Map lookup costs more than the rest of the hit path together.
+  const keyOf = (token: string) => token.slice(-32);
+
+  function cached(token: string, key: string): Verified | undefined {
+    const entry = cache.get(key);
+    if (!entry || entry.token !== token) return undefined;
+    if (entry.expiresAt && entry.expiresAt.getTime() <= Date.now()) {
+      cache.delete(key);
+      return { ok: false, reason: 'expired' };
+    }
+    hits++;
+    if (entry.principal.credentialId) used.set(entry.principal.credentialId, Date.now());
+    return { ok: true, principal: entry.principal, expiresAt: entry.expiresAt };
+  }
+
   return {
     verify(token) {
-      // Keyed by the tail (signature or secret bytes): hashing a fresh 400-character header string per
-      // request for a Map lookup costs more than the rest of the hit path together.
-      const key = token.slice(-32);
-      const cached = cache.get(key);
-      if (cached && cached.token === token) {
-        if (cached.expiresAt && cached.expiresAt.getTime() <= Date.now()) {
-          cache.delete(key);
-          return { ok: false, reason: 'expired' };
-        }
-        hits++;
-        if (cached.principal.credentialId) used.set(cached.principal.credentialId, Date.now());
-        return { ok: true, principal: cached.principal, expiresAt: cached.expiresAt };
-      }
+      const key = keyOf(token);
+      const hit = cached(token, key);
+      if (hit !== undefined) return hit;
       misses++;
       return load(token, key);
     },
+    peek: (token) => cached(token, keyOf(token)),
     dropLocal,
     markUsed(credentialId) {
       used.set(credentialId, Date.now());

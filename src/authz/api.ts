@@ -98,6 +98,8 @@ export function parseActions(v: unknown): string[] {
 
 export interface CheckRuntime {
   check(principal: Principal, input: CheckInput, requestId: string | null): Promise<Decision>;
+  /** The answer without waiting when everything it needs is memoised (then audited like check); else undefined. */
+  checkNow(principal: Principal, input: CheckInput, requestId: string | null): Decision | undefined;
   bulk(principal: Principal, input: Omit<CheckInput, 'action'> & { actions: string[] }, requestId: string | null): Promise<Record<string, { allowed: boolean; reason: string }>>;
   explain(principal: Principal, input: CheckInput, requestId: string | null): Promise<Explanation>;
 }
@@ -151,13 +153,18 @@ export function createCheckRuntime(authz: AuthzService): CheckRuntime {
     return decision && { decision, tenantId };
   }
 
+  function checkNow(principal: Principal, input: CheckInput, requestId: string | null): Decision | undefined {
+    const memo = checkFromMemo(principal, input);
+    if (!memo) return undefined;
+    authz.checkAudit.recordCheck(principal, input.subjectId, input.action, input.object, memo.tenantId, memo.decision, requestId);
+    return memo.decision;
+  }
+
   return {
+    checkNow,
     check(principal, input, requestId) {
-      const memo = checkFromMemo(principal, input);
-      if (memo) {
-        authz.checkAudit.recordCheck(principal, input.subjectId, input.action, input.object, memo.tenantId, memo.decision, requestId);
-        return Promise.resolve(memo.decision);
-      }
+      const now = checkNow(principal, input, requestId);
+      if (now) return Promise.resolve(now);
       return (async () => {
         const { tenantId, ceiling } = await admit(principal, input.subjectId, input.object);
         const decision = await authz.check(request(input, input.action, ceiling));

@@ -2,7 +2,7 @@
 import type * as grpc from '@grpc/grpc-js';
 import { unauthenticated } from '../errors.js';
 import type { Authenticate } from '../graphql/context.js';
-import { headersOf, peerIp, toGrpcError } from '../grpc/server.js';
+import { headersOf, toGrpcError } from '../grpc/server.js';
 import type { Logger } from '../log.js';
 import { SNAKE, parseCheck, type CheckRuntime } from './api.js';
 
@@ -21,7 +21,7 @@ export function authzGrpcService(deps: { runtime: CheckRuntime; authenticate: Au
       void (async () => {
         const headers = headersOf(call);
         if (!headers.authorization) throw unauthenticated('missing authorization metadata');
-        const principal = await deps.authenticate(headers, peerIp(call));
+        const principal = await deps.authenticate(headers);
         if (!principal) throw unauthenticated('invalid or expired token');
         const r = call.request;
         // proto3 has no absent strings: empty means not given. The context map carries strings only;

@@ -1,11 +1,12 @@
 // POST /authz/check, /authz/check/bulk, /authz/explain on the management listener (snake_case bodies,
 // INTERFACES.md section 3); bearer authentication comes from the auth domain.
+import { bearerCaller, type BearerAuthentication } from '../auth/bearer.js';
 import type { Principal } from '../auth/principal.js';
-import { AppError, invalidInput, unauthenticated } from '../errors.js';
-import type { Authenticate } from '../graphql/context.js';
+import { AppError, invalidInput } from '../errors.js';
 import type { HttpServer } from '../http/server.js';
-import { JSON_HEADERS, json, type HttpRequest } from '../http/types.js';
-import { SNAKE, parseActions, parseCheck, parseContext, parseObject, parseSubject, type CheckRuntime } from './api.js';
+import { JSON_HEADERS, json, type HttpReply, type HttpRequest } from '../http/types.js';
+import { SNAKE, parseActions, parseCheck, parseContext, parseObject, parseSubject, type CheckInput, type CheckRuntime } from './api.js';
+import type { Decision } from './types.js';
 
 function readJson(req: HttpRequest): Record<string, unknown> {
   const type = req.headers['content-type'];
@@ -22,31 +23,41 @@ function readJson(req: HttpRequest): Record<string, unknown> {
   return body as Record<string, unknown>;
 }
 
-async function callerOf(req: HttpRequest, authenticate: Authenticate): Promise<Principal> {
-  const header = req.headers.authorization;
-  if (header === undefined || header === '') throw unauthenticated('missing Authorization header');
-  if (!/^bearer /i.test(header)) throw unauthenticated('expected Bearer token');
-  const principal = await authenticate(req.headers, req.ip);
-  if (!principal) throw unauthenticated('invalid or expired token');
-  return principal;
-}
+// A memoised decision is one frozen object answered many times: its reply body is serialised once.
+const replyBodies = new WeakMap<Decision, string>();
 
-export function registerAuthzRoutes(server: HttpServer, deps: { runtime: CheckRuntime; authenticate: Authenticate; bodyLimit: number }): void {
-  const { runtime, authenticate } = deps;
-  const options = { bodyLimit: deps.bodyLimit };
-
-  server.route('POST', '/authz/check', async (req) => {
-    const principal = await callerOf(req, authenticate);
-    const input = parseCheck(readJson(req), SNAKE);
-    const d = await runtime.check(principal, input, req.requestId);
-    const body = d.details
+function checkReply(d: Decision): HttpReply {
+  let body = replyBodies.get(d);
+  if (body === undefined) {
+    body = d.details
       ? JSON.stringify({ allowed: d.allowed, reason: d.reason, details: d.details })
       : JSON.stringify({ allowed: d.allowed, reason: d.reason });
-    return { status: 200, headers: JSON_HEADERS, body };
+    replyBodies.set(d, body);
+  }
+  return { status: 200, headers: JSON_HEADERS, body };
+}
+
+// What these routes read: no forwarded-for (the caller's address plays no part in a check).
+const HEADERS = ['authorization', 'content-type', 'content-length', 'x-request-id'] as const;
+
+export function registerAuthzRoutes(server: HttpServer, deps: { runtime: CheckRuntime; auth: BearerAuthentication; bodyLimit: number }): void {
+  const { runtime, auth } = deps;
+  const options = { bodyLimit: deps.bodyLimit, headers: HEADERS };
+
+  const check = (principal: Principal, input: CheckInput, requestId: string): HttpReply | Promise<HttpReply> => {
+    // Devices and services call this on every request: with the token, the object, the caller's gate and
+    // the answer memoised, the reply is written from within the request's own callback, no promise made.
+    const now = runtime.checkNow(principal, input, requestId);
+    return now ? checkReply(now) : runtime.check(principal, input, requestId).then(checkReply);
+  };
+  server.route('POST', '/authz/check', (req) => {
+    const caller = bearerCaller(req.headers, auth);
+    if (!(caller instanceof Promise)) return check(caller, parseCheck(readJson(req), SNAKE), req.requestId);
+    return caller.then((principal) => check(principal, parseCheck(readJson(req), SNAKE), req.requestId));
   }, options);
 
   server.route('POST', '/authz/check/bulk', async (req) => {
-    const principal = await callerOf(req, authenticate);
+    const principal = await bearerCaller(req.headers, auth);
     const body = readJson(req);
     const subjectId = parseSubject(body.subject_id, SNAKE);
     const actions = parseActions(body.actions);
@@ -57,7 +68,7 @@ export function registerAuthzRoutes(server: HttpServer, deps: { runtime: CheckRu
   }, options);
 
   server.route('POST', '/authz/explain', async (req) => {
-    const principal = await callerOf(req, authenticate);
+    const principal = await bearerCaller(req.headers, auth);
     const input = parseCheck(readJson(req), SNAKE);
     return json(200, await runtime.explain(principal, input, req.requestId));
   }, options);

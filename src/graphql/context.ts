@@ -2,7 +2,7 @@
 import { unauthenticated } from '../errors.js';
 import type { Principal } from '../auth/principal.js';
 
-export type Authenticate = (headers: Record<string, string>, ip: string) => Promise<Principal | null>;
+export type Authenticate = (headers: Record<string, string>) => Promise<Principal | null>;
 
 interface RequestFacts {
   readonly requestId: string;
@@ -35,7 +35,7 @@ export class GraphqlContext {
 
   /** The verified caller or null; authentication runs once, on first use, so public fields cost nothing. */
   principal(): Promise<Principal | null> {
-    return (this.pending ??= this.authenticate(this.request.headers, this.request.ip));
+    return (this.pending ??= this.authenticate(this.request.headers));
   }
 
   /** The verified caller; throws UNAUTHENTICATED ('missing authentication') when there is none. */

@@ -50,15 +50,6 @@ export function headersOf(call: grpc.ServerUnaryCall<unknown, unknown>): Record<
   return headers;
 }
 
-/** The peer's address without the port ("ipv4:127.0.0.1:5555" / "127.0.0.1:5555" -> "127.0.0.1"). */
-export function peerIp(call: grpc.ServerUnaryCall<unknown, unknown>): string {
-  const peer = call.getPeer().replace(/^ipv[46]:/, '');
-  const bracket = peer.match(/^\[([^\]]+)\]/);
-  if (bracket) return bracket[1] as string;
-  const i = peer.lastIndexOf(':');
-  return i > 0 ? peer.slice(0, i) : peer;
-}
-
 export interface GrpcServer {
   readonly services: grpc.GrpcObject;
   addService(name: string, impl: grpc.UntypedServiceImplementation): void;

@@ -38,7 +38,7 @@ export async function subjectOf(authenticate: Authenticate, authenticateDeviceKe
     return { device };
   }
   if (token) {
-    const principal: Principal | null = await authenticate({ authorization: `Bearer ${token}` }, '');
+    const principal: Principal | null = await authenticate({ authorization: `Bearer ${token}` });
     if (principal) return { principal };
   }
   throw unauthenticated();

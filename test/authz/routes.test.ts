@@ -94,6 +94,16 @@ t.test('runtime check APIs', async (t) => {
     t.same(await post('/authz/explain', devOn('ch', 'publish'), checker), { status: 403, body: { error: 'forbidden' } }, 'explain needs platform policy.manage');
   });
 
+  await t.test('an answer given from memory stops once the caller logs out', async (t) => {
+    const session = await tokenFor(ts, ids.checker as string);
+    for (let i = 0; i < 3; i++) {
+      t.same(await post('/authz/check', devOn('ch', 'publish'), session), { status: 200, body: { allowed: true, reason: 'allowed' } }, `check ${i + 1} (token, gate and decision memoised after the first)`);
+    }
+    t.equal((await gql(ts.url(), 'mutation { logout }', {}, session)).body.data?.logout, true);
+    t.equal((await post('/authz/check', devOn('ch', 'publish'), session)).status, 401, 'the ended session is refused at once');
+    t.same((await post('/authz/check', devOn('ch', 'publish'), checker)).body, { allowed: true, reason: 'allowed' }, 'another session of the same caller is unaffected');
+  });
+
   await t.test('a scoped token narrows answers about yourself', async (t) => {
     const scoped = await accessTokenFor(ts, alice, [{ actions: ['read'], scopeMode: 'object', objectId: ids.ch2 }]);
     t.same((await post('/authz/check', { subject_id: ids.alice, action: 'read', resource_id: ids.ch }, scoped.token)).body,
