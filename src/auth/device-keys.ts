@@ -7,7 +7,7 @@ import type { NotifyHub } from '../db/notify-hub.js';
 import * as cq from './credential-queries.js';
 import type { EntityKind, Principal } from './principal.js';
 import type { KeyedHash } from './secrets.js';
-import { INVALIDATE_TOPIC, type AuthInvalidation } from './verifier.js';
+import { INVALIDATE_TOPIC, TTL_RESOLUTION_MS, type AuthInvalidation } from './verifier.js';
 
 export interface DeviceIdentity {
   entityId: string;
@@ -41,7 +41,7 @@ export function createDeviceKeys(deps: {
   sql: Sql; hub: NotifyHub; hash: () => KeyedHash; cache: { max: number; ttlSecs: number }; markUsed: (credentialId: string) => void;
 }): DeviceKeys {
   const { sql, hub } = deps;
-  const cache = new LRUCache<string, Entry>({ max: deps.cache.max, ttl: deps.cache.ttlSecs * 1000 });
+  const cache = new LRUCache<string, Entry>({ max: deps.cache.max, ttl: deps.cache.ttlSecs * 1000, ttlResolution: TTL_RESOLUTION_MS });
   let generation = 0;
   let hits = 0;
   let misses = 0;

@@ -14,6 +14,12 @@ import * as q from './queries.js';
 import { parseAccessToken, sameHash, type KeyedHash } from './secrets.js';
 
 export const INVALIDATE_TOPIC = 'auth.invalidate';
+/**
+ * lru-cache re-reads the clock at most this often for its TTL, with one timer each time; the default
+ * (1 ms) set a timer per millisecond under load. The TTL only bounds how long a verdict is reused (the
+ * token's own expiry is checked exactly, invalidation drops entries at once), so a second is plenty.
+ */
+export const TTL_RESOLUTION_MS = 1000;
 
 /** What changed: cached verifications that depend on any of these are dropped. */
 export interface AuthInvalidation {
@@ -57,7 +63,7 @@ export function createVerifier(deps: {
   jwt: { issuer: string; audience: string }; cache: { max: number; ttlSecs: number };
 }): Verifier {
   const { sql, hub, keyring, log } = deps;
-  const cache = new LRUCache<string, Entry>({ max: deps.cache.max, ttl: deps.cache.ttlSecs * 1000, ttlAutopurge: false });
+  const cache = new LRUCache<string, Entry>({ max: deps.cache.max, ttl: deps.cache.ttlSecs * 1000, ttlAutopurge: false, ttlResolution: TTL_RESOLUTION_MS });
   const used = new Map<string, number>();
   // Bumped by every invalidation: a verdict loaded while one happened is answered but not cached.
   let generation = 0;

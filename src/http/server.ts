@@ -22,14 +22,26 @@ function nextRequestId(): string {
 }
 const LARGE_BODY = 64 * 1024;
 
-const statusLines = new Map<number, string>();
-function statusLine(status: number): string {
+// uWS takes bytes as they are but encodes every JS string it is given: what repeats is encoded once.
+const statusLines = new Map<number, Buffer>();
+function statusLine(status: number): Buffer {
   let line = statusLines.get(status);
   if (line === undefined) {
-    line = `${status} ${STATUS_CODES[status] ?? ''}`.trimEnd();
+    line = Buffer.from(`${status} ${STATUS_CODES[status] ?? ''}`.trimEnd());
     statusLines.set(status, line);
   }
   return line;
+}
+const REQUEST_ID_HEADER = Buffer.from('x-request-id');
+const encodedHeaderSets = new WeakMap<object, Buffer[]>();
+/** A frozen header set (a module constant) as name, value, name, value... bytes. */
+function encodedHeaders(headers: Readonly<Record<string, string>>): Buffer[] {
+  let encoded = encodedHeaderSets.get(headers);
+  if (encoded === undefined) {
+    encoded = Object.entries(headers).flatMap(([name, value]) => [Buffer.from(name), Buffer.from(value)]);
+    encodedHeaderSets.set(headers, encoded);
+  }
+  return encoded;
 }
 
 /**
@@ -95,8 +107,15 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
   function writeHead(ex: Exchange, reply: HttpReply): void {
     const { res } = ex;
     res.writeStatus(statusLine(reply.status));
-    res.writeHeader('x-request-id', ex.requestId);
-    if (reply.headers) for (const key in reply.headers) res.writeHeader(key, reply.headers[key] as string);
+    res.writeHeader(REQUEST_ID_HEADER, ex.requestId);
+    const headers = reply.headers;
+    if (headers === undefined) return;
+    if (Object.isFrozen(headers)) {
+      const encoded = encodedHeaders(headers);
+      for (let i = 0; i < encoded.length; i += 2) res.writeHeader(encoded[i] as Buffer, encoded[i + 1] as Buffer);
+    } else {
+      for (const key in headers) res.writeHeader(key, headers[key] as string);
+    }
   }
 
   function send(ex: Exchange, reply: HttpReply): void {
@@ -208,7 +227,7 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
     }
   }
 
-  function handle(res: UwsResponse, req: UwsRequest, handler: HttpHandler, options: RouteOptions, paramCount: number): void {
+  function handle(res: UwsResponse, req: UwsRequest, routeMethod: HttpMethod, handler: HttpHandler, options: RouteOptions, paramCount: number): void {
     // Only the headers a route reads cross from native to JS: each one is a call and two strings.
     const headers: Record<string, string> = {};
     if (options.headers === 'all') {
@@ -227,10 +246,15 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
       for (let i = 0; i < paramCount; i++) params.push(decodeURIComponent(req.getParameter(i) ?? ''));
     }
     const incomingId = headers['x-request-id'];
-    const method = req.getMethod();
+    // A route for one method knows it already: only ANY asks uWS (one native call and a string less).
+    let method: string = routeMethod;
+    if (routeMethod === 'ANY') {
+      const asked = req.getMethod();
+      method = METHODS[asked] ?? asked.toUpperCase();
+    }
     const ex = new Exchange(
       res,
-      METHODS[method] ?? method.toUpperCase(),
+      method,
       req.getUrl(),
       req.getQuery() ?? '',
       headers,
@@ -305,7 +329,7 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
     app,
     route(method, pattern, handler, options = {}) {
       const paramCount = pattern.split('/').filter((s) => s.startsWith(':')).length;
-      register(method, pattern, (res, req) => handle(res, req, handler, options, paramCount));
+      register(method, pattern, (res, req) => handle(res, req, method, handler, options, paramCount));
     },
     listen(host, port) {
       return new Promise((resolve, reject) => {

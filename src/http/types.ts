@@ -40,7 +40,8 @@ export interface RouteOptions {
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | 'OPTIONS' | 'HEAD' | 'ANY';
 
-export const JSON_HEADERS = { 'content-type': 'application/json' } as const;
+// Frozen: the server writes a frozen header set from bytes it encoded once (see writeHead).
+export const JSON_HEADERS = Object.freeze({ 'content-type': 'application/json' } as const);
 
 export function json(status: number, value: unknown, headers?: Record<string, string>): HttpReply {
   return { status, headers: headers ? { ...JSON_HEADERS, ...headers } : JSON_HEADERS, body: JSON.stringify(value) };
