@@ -8,9 +8,10 @@ import { unavailable } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Messaging, StoredMessage } from '../messaging/index.js';
 import { releaseOnConnack } from './connack-first.js';
-import { createHooks, type DenyAction } from './hooks.js';
+import { createHooks, isCounted, type DenyAction } from './hooks.js';
 import { createMqttMetrics, type MqttErrors } from './metrics.js';
 import { createBrokerBackend } from './persistence.js';
+import { hardenBroker, hardenClient } from './prototype-keys.js';
 import { channelTopic, parseSubscribeFilter } from './topics.js';
 
 export interface MqttConfig {
@@ -59,6 +60,8 @@ interface LiveClient extends Client {
   subscriptions: Record<string, unknown>;
 }
 
+const V5_NOT_AUTHORIZED = 0x87;
+
 /** Fully resolved SenML records (RFC 8428 4.6): what MQTT subscribers get for HTTP and CoAP messages. */
 function toSenml(messages: StoredMessage[]): unknown[] {
   return messages.map((m) => {
@@ -98,6 +101,8 @@ export async function createMqttBroker(deps: MqttDeps): Promise<MqttBroker> {
     },
   });
 
+  hardenBroker(broker);
+
   // A PUBLISH refused under the 'ignore' action was acknowledged by aedes; it must go no further.
   const publish = broker.publish.bind(broker) as unknown as (packet: AedesPublishPacket, client: Client | null, done: (err?: Error) => void) => void;
   (broker as unknown as { publish: typeof publish }).publish = (packet, client, done) => {
@@ -119,6 +124,7 @@ export async function createMqttBroker(deps: MqttDeps): Promise<MqttBroker> {
   broker.on('clientError', (_client, err) => countClientError(err));
 
   function countClientError(err: Error): void {
+    if (isCounted(err)) return;
     const m = err.message ?? '';
     if (/not allowed in PUBLISH|empty topic|too many levels|queue limit|maxInflightInbound|Invalid topic/i.test(m)) metrics.counters.errors.packet++;
     else if (/protocol|connect did not arrive|Invalid|Malformed|not supported/i.test(m)) metrics.counters.errors.protocol++;
@@ -141,6 +147,7 @@ export async function createMqttBroker(deps: MqttDeps): Promise<MqttBroker> {
     socket.setNoDelay(true);
     metrics.trackSocket(socket);
     const client = broker.handle(socket) as Client & { _parser?: NodeJS.EventEmitter };
+    hardenClient(client);
     // The parser is aedes-internal (pinned version): the only place every inbound packet passes.
     client._parser?.on('packet', (packet: { cmd: string }) => metrics.packetIn(packet));
     client._parser?.on('error', () => metrics.counters.errors.protocol++);
@@ -165,7 +172,8 @@ export async function createMqttBroker(deps: MqttDeps): Promise<MqttBroker> {
         }
         if (!ok) {
           log.info('mqtt client closed: key or subscription no longer allowed', { clientId: client.id });
-          client.close();
+          // MQTT 5 clients get a DISCONNECT saying why; older ones are closed.
+          client.disconnect({ reasonCode: V5_NOT_AUTHORIZED });
         }
       } catch (err) {
         log.warn('mqtt revalidation skipped', { err });

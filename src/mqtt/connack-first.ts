@@ -1,5 +1,5 @@
-// MQTT-3.2.0-1: the first packet the server sends a client is its CONNACK. aedes 1.2 restores a persistent
-// session's subscriptions before it writes the CONNACK, so a message arriving in between (common with
+// MQTT-3.2.0-1: the first packet the server sends a client is its CONNACK. aedes (1.2, 2.0 beta) restores a
+// persistent session's subscriptions before it writes the CONNACK, so a message arriving in between (common with
 // several instances: another node's publish comes in over Redis while this node is still connecting the
 // client) was written first. mqtt.js then never completes its connect ("connack timeout"). Deliveries to
 // a client are therefore held until its CONNACK is written, then released in arrival order.

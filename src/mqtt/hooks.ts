@@ -39,10 +39,14 @@ export interface HookDeps {
   alreadyReceived(client: Client, packet: PublishPacket): Promise<boolean>;
 }
 
-// CONNACK return codes of MQTT 3.1.1 (3.2.2.3).
+// CONNACK return codes of MQTT 3.1.1 (3.2.2.3); aedes maps them to MQTT 5 reason codes (0x88, 0x86, 0x87).
 const SERVER_UNAVAILABLE = 3;
 const BAD_USERNAME_OR_PASSWORD = 4;
 const NOT_AUTHORIZED = 5;
+// MQTT 5 DISCONNECT reason codes (3.14.2.1).
+const V5_NOT_AUTHORIZED = 0x87;
+const V5_SERVER_BUSY = 0x89;
+const V5_PAYLOAD_FORMAT_INVALID = 0x99;
 
 /** Staleness bound for a connected client's key and device status on the publish path. */
 export const KEY_RECHECK_MS = 1000;
@@ -112,7 +116,7 @@ export function createHooks(deps: HookDeps) {
     session.tail = prev.then(() => settled);
     session.tail.then(() => {
       inFlight.delete(work);
-      work.then(() => done(null), (err: Error) => refuse(packet, err, done));
+      work.then(() => done(null), (err: Error) => refuse(client, packet, err, done));
     }, () => undefined);
   }
 
@@ -150,17 +154,32 @@ export function createHooks(deps: HookDeps) {
     if (!decision.allowed) throw Object.assign(new Error('forbidden'), { refusal: 'authz' });
   }
 
-  function refuse(packet: PublishPacket, err: Error, done: (err?: Error | null) => void): void {
+  /**
+   * MQTT 3.1.1 has no negative PUBACK: a refusal is either acknowledged and dropped ('ignore') or the
+   * connection is closed. MQTT 5 can say why: under 'ignore' aedes answers 0x87 (with the reason as its
+   * Reason String) and keeps the connection; where the connection must go, a DISCONNECT carries the
+   * reason code first. A transient failure never gets a PUBACK, so the client sends the message again.
+   */
+  function refuse(client: Client, packet: PublishPacket, err: Error, done: (err?: Error | null) => void): void {
     const kind = classify(err);
+    const v5 = (client as { version?: number }).version === 5;
     if (kind === 'transient') {
       log.warn('mqtt publish not stored; closing the connection so the client retries', { err: err.message });
-      return done(err);
+      return v5 ? disconnect(client, V5_SERVER_BUSY, err, done) : done(err);
     }
     metrics.counters.errors[kind]++;
     log.debug('mqtt publish refused', { topic: packet.topic, reason: err.message });
-    if (kind === 'auth' || deps.denyAction === 'disconnect') return done(err);
+    if (kind === 'auth' || deps.denyAction === 'disconnect') {
+      return v5 ? disconnect(client, kind === 'packet' ? V5_PAYLOAD_FORMAT_INVALID : V5_NOT_AUTHORIZED, err, done) : done(err);
+    }
+    if (v5) return done(counted(err));
     dropped.add(packet);
     done(null);
+  }
+
+  /** The PUBACK aedes would write once `done` has an error goes nowhere: the connection is closed by then. */
+  function disconnect(client: Client, reasonCode: number, err: Error, done: (err?: Error | null) => void): void {
+    client.disconnect({ reasonCode }, () => done(counted(err)));
   }
 
   function authorizeSubscribe(client: Client, sub: Subscription, done: (err: Error | null, sub?: Subscription | null) => void): void {
@@ -194,6 +213,15 @@ export function createHooks(deps: HookDeps) {
       while (inFlight.size) await Promise.allSettled([...inFlight]);
     },
   };
+}
+
+/** A refusal already counted here: the broker's clientError listener must not count it again. */
+export function counted(err: Error): Error {
+  return Object.assign(new Error(err.message), { counted: true });
+}
+
+export function isCounted(err: Error): boolean {
+  return (err as { counted?: boolean }).counted === true;
 }
 
 function classify(err: Error): 'auth' | 'authz' | 'packet' | 'transient' {

@@ -6,7 +6,7 @@ import { Redis } from 'ioredis';
 import MQEmitterRedis from 'mqemitter-redis';
 import type { Logger } from '../log.js';
 
-// The async persistence class (what aedes 1.x requires) is a CommonJS file without an exports map or types.
+// The async persistence class (what aedes 1.x and 2.x require) is a CommonJS file without an exports map or types.
 const require = createRequire(import.meta.url);
 
 export interface BrokerBackend {
@@ -28,7 +28,7 @@ export function createBrokerBackend(redis: { url: string; keyPrefix: string } | 
   const conn = new Redis(redis.url, { keyPrefix: redis.keyPrefix, lazyConnect: false, maxRetriesPerRequest: 3 });
   conn.on('error', (err: Error) => log.warn('redis persistence connection error', { err: err.message }));
   const persistence = new RedisPersistence({ conn });
-  // aedes 1.2 pipes the retained-message stream (.pipe), but this persistence returns an async generator
+  // aedes pipes the retained-message stream (.pipe), but this persistence returns an async generator
   // there; Readable.from makes it the stream aedes expects (the in-memory persistence does the same).
   const combi = persistence.createRetainedStreamCombi.bind(persistence);
   persistence.createRetainedStreamCombi = (patterns) => Readable.from(combi(patterns));

@@ -188,6 +188,18 @@ t.test('MQTT broker hooks, delivery and sessions', async (t) => {
     t.notOk(acked, 'not acknowledged');
   });
 
+  await t.test('storage unavailable, MQTT 5: DISCONNECT 0x89 (server busy) and no PUBACK', async (t) => {
+    const pub = await deviceClient(t, port, a!, { protocolVersion: 5 });
+    script.fail(true);
+    const reason = new Promise<number>((r) => pub.once('disconnect', (packet) => r(packet.reasonCode ?? 0)));
+    let acked = false;
+    pub.publish(topic, JSON.stringify([{ n: 'lost?', v: 1 }]), { qos: 1 }, (err) => { acked = !err; });
+    t.equal(await reason, 0x89, 'the reason is given');
+    script.fail(false);
+    await sleep(50);
+    t.notOk(acked, 'not acknowledged: the client sends it again after reconnecting');
+  });
+
   await t.test('counters', async (t) => {
     const live = await deviceClient(t, port, c!);
     await subscribe(live, [topic, `${topic}/x`], 1);
