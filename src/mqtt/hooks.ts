@@ -45,6 +45,7 @@ const BAD_USERNAME_OR_PASSWORD = 4;
 const NOT_AUTHORIZED = 5;
 // MQTT 5 DISCONNECT reason codes (3.14.2.1).
 const V5_NOT_AUTHORIZED = 0x87;
+const V5_SERVER_SHUTTING_DOWN = 0x8b;
 const V5_SERVER_BUSY = 0x89;
 const V5_PAYLOAD_FORMAT_INVALID = 0x99;
 
@@ -105,7 +106,11 @@ export function createHooks(deps: HookDeps) {
     if (!client) return done(null);
     const session = sessions.get(client);
     if (!session) return done(new Error('not authenticated'));
-    if (deps.closing()) return done(new Error('service stopping'));
+    if (deps.closing()) {
+      // Not a refusal: the message goes unacknowledged, so the client sends it again elsewhere.
+      const stopping = new Error('service stopping');
+      return (client as { version?: number }).version === 5 ? disconnect(client, V5_SERVER_SHUTTING_DOWN, stopping, done) : done(stopping);
+    }
     const work = packet.qos === 2 && packet.dup
       ? deps.alreadyReceived(client, packet).then((seen) => (seen ? undefined : publish(session, packet)))
       : publish(session, packet);
