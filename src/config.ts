@@ -22,6 +22,11 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
     grpc: r.addr('SVC_GRPC_ADDR', '0.0.0.0:8081'),
   };
 
+  // The protocol ports other brokers also take (a Mosquitto on 1883 is common on development machines):
+  // left at their built-in address, such a listener steps aside with a warning when the port is in use,
+  // so `npm start` runs there; an address the operator chose must bind or the start fails.
+  const listenersAtDefault = { mqtt: r.optional('SVC_MQTT_ADDR') === undefined, coap: r.optional('SVC_COAP_ADDR') === undefined };
+
   const publicBaseUrl = r.url('SVC_PUBLIC_BASE_URL', r.optional('SVC_URL') ?? 'http://localhost:8080') as string;
 
   const database = {
@@ -197,6 +202,7 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
     logLevel: r.oneOf('SVC_LOG_LEVEL', LOG_LEVELS, 'info'),
     publicBaseUrl,
     listeners,
+    listenersAtDefault,
     database,
     graphql,
     lists,

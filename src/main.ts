@@ -226,15 +226,27 @@ export async function startService(env: Record<string, string | undefined>, opti
       closers.push({ name: 'grpc listener', close: () => grpc.close(config.shutdownTimeoutSecs * 1000) });
       log.info('listening', { listener: 'grpc', host: config.listeners.grpc.host, port: ports.grpc });
     }
+    /** Binds a protocol listener; one left at its default address steps aside when the port is taken. */
+    async function bindProtocol(name: 'mqtt' | 'coap', setting: string, addr: NonNullable<Addr>, bind: () => Promise<number>): Promise<number | undefined> {
+      try {
+        const port = await bind();
+        log.info('listening', { listener: name, host: addr.host, port });
+        return port;
+      } catch (err) {
+        if (!config.listenersAtDefault[name] || (err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
+        log.warn(`${name} listener not started: its default address ${addr.host}:${addr.port} is in use (another broker?); set ${setting} to a free address, or to off`);
+        return undefined;
+      }
+    }
     if (mqtt && config.listeners.mqtt) {
-      ports.mqtt = await mqtt.listen(config.listeners.mqtt.host, config.listeners.mqtt.port);
-      log.info('listening', { listener: 'mqtt', host: config.listeners.mqtt.host, port: ports.mqtt });
+      const addr = config.listeners.mqtt;
+      ports.mqtt = await bindProtocol('mqtt', 'SVC_MQTT_ADDR', addr, () => mqtt.listen(addr.host, addr.port));
     }
     if (config.listeners.coap) {
+      const addr = config.listeners.coap;
       const coap = createCoapServer({ messaging, log });
-      ports.coap = await coap.listen(config.listeners.coap.host, config.listeners.coap.port);
-      closers.push({ name: 'coap listener', close: () => coap.close(config.shutdownTimeoutSecs * 1000) });
-      log.info('listening', { listener: 'coap', host: config.listeners.coap.host, port: ports.coap });
+      ports.coap = await bindProtocol('coap', 'SVC_COAP_ADDR', addr, () => coap.listen(addr.host, addr.port));
+      if (ports.coap !== undefined) closers.push({ name: 'coap listener', close: () => coap.close(config.shutdownTimeoutSecs * 1000) });
     }
     await registry.start(b.nodeAddress ?? `${hostname()}:${ports.mqtt ?? ports.broker_admin ?? ports.http ?? 0}`);
     closers.push({ name: 'node registry', close: () => registry.stop() });
