@@ -8,7 +8,7 @@ import { unavailable } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Messaging, StoredMessage } from '../messaging/index.js';
 import { releaseOnConnack } from './connack-first.js';
-import { createHooks, isCounted, type DenyAction } from './hooks.js';
+import { createHooks, isCounted, V5_NOT_AUTHORIZED, type DenyAction } from './hooks.js';
 import { createMqttMetrics, type MqttErrors } from './metrics.js';
 import { createBrokerBackend } from './persistence.js';
 import { hardenBroker, hardenClient } from './prototype-keys.js';
@@ -60,7 +60,6 @@ interface LiveClient extends Client {
   subscriptions: Record<string, unknown>;
 }
 
-const V5_NOT_AUTHORIZED = 0x87;
 
 /** Fully resolved SenML records (RFC 8428 4.6): what MQTT subscribers get for HTTP and CoAP messages. */
 function toSenml(messages: StoredMessage[]): unknown[] {

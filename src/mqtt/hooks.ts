@@ -44,7 +44,7 @@ const SERVER_UNAVAILABLE = 3;
 const BAD_USERNAME_OR_PASSWORD = 4;
 const NOT_AUTHORIZED = 5;
 // MQTT 5 DISCONNECT reason codes (3.14.2.1).
-const V5_NOT_AUTHORIZED = 0x87;
+export const V5_NOT_AUTHORIZED = 0x87;
 const V5_SERVER_SHUTTING_DOWN = 0x8b;
 const V5_SERVER_BUSY = 0x89;
 const V5_PAYLOAD_FORMAT_INVALID = 0x99;
@@ -109,7 +109,7 @@ export function createHooks(deps: HookDeps) {
     if (deps.closing()) {
       // Not a refusal: the message goes unacknowledged, so the client sends it again elsewhere.
       const stopping = new Error('service stopping');
-      return (client as { version?: number }).version === 5 ? disconnect(client, V5_SERVER_SHUTTING_DOWN, stopping, done) : done(stopping);
+      return isV5(client) ? disconnect(client, V5_SERVER_SHUTTING_DOWN, stopping, done) : done(stopping);
     }
     const work = packet.qos === 2 && packet.dup
       ? deps.alreadyReceived(client, packet).then((seen) => (seen ? undefined : publish(session, packet)))
@@ -167,7 +167,7 @@ export function createHooks(deps: HookDeps) {
    */
   function refuse(client: Client, packet: PublishPacket, err: Error, done: (err?: Error | null) => void): void {
     const kind = classify(err);
-    const v5 = (client as { version?: number }).version === 5;
+    const v5 = isV5(client);
     if (kind === 'transient') {
       log.warn('mqtt publish not stored; closing the connection so the client retries', { err: err.message });
       return v5 ? disconnect(client, V5_SERVER_BUSY, err, done) : done(err);
@@ -219,6 +219,8 @@ export function createHooks(deps: HookDeps) {
     },
   };
 }
+
+const isV5 = (client: Client) => (client as { version?: number }).version === 5;
 
 /** A refusal already counted here: the broker's clientError listener must not count it again. */
 export function counted(err: Error): Error {
