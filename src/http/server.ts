@@ -22,6 +22,13 @@ function nextRequestId(): string {
 }
 const LARGE_BODY = 64 * 1024;
 
+/** What a route's requests are read with, worked out once when it is registered. */
+interface RouteShape {
+  method: HttpMethod;
+  paramCount: number;
+  headers: 'all' | { names: readonly string[]; keys: Buffer[] };
+}
+
 // uWS takes bytes as they are but encodes every JS string it is given: what repeats is encoded once.
 const statusLines = new Map<number, Buffer>();
 function statusLine(status: number): Buffer {
@@ -227,17 +234,20 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
     }
   }
 
-  function handle(res: UwsResponse, req: UwsRequest, routeMethod: HttpMethod, handler: HttpHandler, options: RouteOptions, paramCount: number): void {
-    // Only the headers a route reads cross from native to JS: each one is a call and two strings.
+  function handle(res: UwsResponse, req: UwsRequest, route: RouteShape, handler: HttpHandler, options: RouteOptions): void {
+    const { method: routeMethod, paramCount } = route;
+    // Only the headers a route reads cross from native to JS: each one is a call and a string (the names
+    // go as bytes encoded once).
     const headers: Record<string, string> = {};
-    if (options.headers === 'all') {
+    if (route.headers === 'all') {
       req.forEach((key, value) => {
         headers[key] = value;
       });
     } else {
-      for (const name of options.headers ?? DEFAULT_HEADERS) {
-        const value = req.getHeader(name);
-        if (value !== '') headers[name] = value;
+      const { names, keys } = route.headers;
+      for (let i = 0; i < names.length; i++) {
+        const value = req.getHeader(keys[i] as Buffer);
+        if (value !== '') headers[names[i] as string] = value;
       }
     }
     let params = NO_PARAMS;
@@ -298,8 +308,10 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
         rejected = true;
         return sendAndClose(ex, errorReply(payloadTooLarge(limit)));
       }
-      // uWS reuses the chunk's memory after this callback returns: copy it (one memcpy, then a view).
-      const copy = Buffer.from(chunk.slice(0));
+      // uWS reuses the chunk's memory after this callback returns: copy it, into Node's buffer pool when
+      // small (a fresh ArrayBuffer per request costs an allocation the GC tracks apart).
+      const copy = Buffer.allocUnsafe(chunk.byteLength);
+      copy.set(new Uint8Array(chunk));
       if (!isLast) {
         (chunks ??= []).push(copy);
         return;
@@ -328,8 +340,13 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
     name,
     app,
     route(method, pattern, handler, options = {}) {
-      const paramCount = pattern.split('/').filter((s) => s.startsWith(':')).length;
-      register(method, pattern, (res, req) => handle(res, req, method, handler, options, paramCount));
+      const names = options.headers === 'all' ? 'all' : (options.headers ?? DEFAULT_HEADERS);
+      const shape: RouteShape = {
+        method,
+        paramCount: pattern.split('/').filter((s) => s.startsWith(':')).length,
+        headers: names === 'all' ? 'all' : { names, keys: names.map((n) => Buffer.from(n)) },
+      };
+      register(method, pattern, (res, req) => handle(res, req, shape, handler, options));
     },
     listen(host, port) {
       return new Promise((resolve, reject) => {
