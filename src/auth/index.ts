@@ -26,7 +26,7 @@ import { createDeviceKeys, type DeviceIdentity } from './device-keys.js';
 import { createKeyring } from './keyring.js';
 import { createLogin } from './login.js';
 import { createLogMailer, type Mailer } from './mailer.js';
-import type { PeekBearer } from './bearer.js';
+import { bearerToken, type PeekBearer } from './bearer.js';
 import type { Principal } from './principal.js';
 import { authGraphqlModule } from './resolvers.js';
 import { registerAuthRoutes } from './routes.js';
@@ -83,14 +83,6 @@ function parseCookie(header: string | undefined, name: string): string | null {
     if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim() || null;
   }
   return null;
-}
-
-/** The token of `Bearer <token>` (scheme in any case), null for anything else. */
-function bearerToken(header: string): string | null {
-  // A prefix test and a slice, not a regex: this runs on every authenticated request.
-  if (header.length < 8 || (!header.startsWith('Bearer ') && header.slice(0, 7).toLowerCase() !== 'bearer ')) return null;
-  const token = header.slice(7).trim();
-  return token.length === 0 ? null : token;
 }
 
 export function createAuth(deps: AuthDeps): Auth {

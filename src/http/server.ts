@@ -318,7 +318,8 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
       }
       // uWS corks the socket around its data callback too: a reply written synchronously here needs no cork.
       ex.corked = true;
-      onBody(chunks === undefined ? copy : Buffer.concat([...chunks, copy], size));
+      if (chunks !== undefined) chunks.push(copy);
+      onBody(chunks === undefined ? copy : Buffer.concat(chunks, size));
       ex.corked = false;
     });
   }

@@ -67,6 +67,11 @@ function isSenmlJson(contentType: string): boolean {
   return (semi < 0 ? contentType : contentType.slice(0, semi)).trim().toLowerCase() === SENML_JSON;
 }
 
+/** The object is a live channel resource of this workspace. */
+function isChannelOf(facts: { tenantId: string | null; type: string | null } | null | undefined, workspaceId: string): boolean {
+  return facts != null && facts.tenantId === workspaceId && facts.type === 'resource:channel';
+}
+
 function denied(reason: string): AppError {
   // 'forbidden' stays the first part (clients split on ';'); tenant and subject states say why.
   return reason.startsWith('tenant is') || reason.startsWith('subject is') ? forbidden(`forbidden; ${reason}`) : forbidden();
@@ -110,8 +115,7 @@ export function createMessaging(deps: MessagingDeps): MessagingService {
 
   /** The channel must be a live channel resource of this workspace (engine facts: cached, invalidated with it). */
   async function requireChannel(workspaceId: string, channelId: string): Promise<void> {
-    const facts = await authz.engine.objectFacts('resource', channelId);
-    if (facts === null || facts.tenantId !== workspaceId || facts.type !== 'resource:channel') throw notFound('channel');
+    if (!isChannelOf(await authz.engine.objectFacts('resource', channelId), workspaceId)) throw notFound('channel');
   }
 
   async function requireDevice(device: DeviceIdentity, workspaceId: string, action: 'publish' | 'subscribe', channelId: string): Promise<void> {
@@ -128,8 +132,7 @@ export function createMessaging(deps: MessagingDeps): MessagingService {
    */
   function allowedNow(device: DeviceIdentity, workspaceId: string, channelId: string): boolean {
     if (device.status !== 'active' || device.tenantId !== workspaceId) return false;
-    const facts = authz.engine.peekObject('resource', channelId);
-    if (facts === undefined || facts.tenantId !== workspaceId || facts.type !== 'resource:channel') return false;
+    if (!isChannelOf(authz.engine.peekObject('resource', channelId), workspaceId)) return false;
     const d = authz.engine.peek({ subjectId: device.entityId, action: 'publish', object: { kind: 'resource', id: channelId } });
     return d !== undefined && d.allowed;
   }

@@ -46,6 +46,25 @@ t.test('a started service answers health, 404 JSON and 413 JSON', async (t) => {
     + `1000\r\n${'y'.repeat(4096)}\r\n0\r\n\r\n`);
   t.match(chunked, /^HTTP\/1.1 413 /);
   t.match(chunked, '{"error":"request body exceeds the limit of 2048 bytes"}');
+
+  // A body arriving in several TCP segments (several data callbacks) is joined whole, in order.
+  const body = JSON.stringify({ query: `{ __typename } #${'z'.repeat(1500)}` });
+  const pieces = [body.slice(0, 10), body.slice(10, 800), body.slice(800)];
+  const joined = await new Promise<string>((resolve, reject) => {
+    const socket = net.connect(port, '127.0.0.1', async () => {
+      socket.write(`POST /graphql HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n`);
+      for (const piece of pieces) {
+        await new Promise((r) => setTimeout(r, 30));
+        socket.write(piece);
+      }
+    });
+    let data = '';
+    socket.on('data', (d) => (data += d));
+    socket.on('close', () => resolve(data));
+    socket.on('error', reject);
+  });
+  t.match(joined, /^HTTP\/1.1 200 /);
+  t.match(joined, '{"data":{"__typename":"Query"}}', 'the pieces made one body');
 });
 
 t.test('an aborted upload does not crash the listener or leak the request', async (t) => {
