@@ -96,10 +96,21 @@ export function parseActions(v: unknown): string[] {
   return v as string[];
 }
 
+/**
+ * A parsed check with the decision memo key of its usual form (about another subject, under no token
+ * ceiling) built once. A caller that sees the same check again (the HTTP route keeps them per request
+ * body) neither parses it nor builds and hashes its key again.
+ */
+export interface PreparedCheck {
+  readonly input: CheckInput;
+  readonly key: string;
+}
+
 export interface CheckRuntime {
   check(principal: Principal, input: CheckInput, requestId: string | null): Promise<Decision>;
+  prepare(input: CheckInput): PreparedCheck;
   /** The answer without waiting when everything it needs is memoised (then audited like check); else undefined. */
-  checkNow(principal: Principal, input: CheckInput, requestId: string | null): Decision | undefined;
+  checkNow(principal: Principal, check: PreparedCheck, requestId: string | null): Decision | undefined;
   bulk(principal: Principal, input: Omit<CheckInput, 'action'> & { actions: string[] }, requestId: string | null): Promise<Record<string, { allowed: boolean; reason: string }>>;
   explain(principal: Principal, input: CheckInput, requestId: string | null): Promise<Explanation>;
 }
@@ -128,11 +139,32 @@ export function createCheckRuntime(authz: AuthzService): CheckRuntime {
     return { subjectId: input.subjectId, action, object: input.object, context: input.context, ceilingCredentialId: ceiling };
   }
 
+  // The gate's memo key per caller and tenant ('' = platform): the principal of a cached token is one
+  // object for as long as the token is, so its keys are built and hashed once.
+  const gateKeys = new WeakMap<Principal, Map<string, string>>();
+
+  function gateKey(principal: Principal, tenantId: string | null, ceiling: string | null): string {
+    let keys = gateKeys.get(principal);
+    if (keys === undefined) gateKeys.set(principal, (keys = new Map()));
+    let key = keys.get(tenantId ?? '');
+    if (key === undefined) {
+      const scope: ObjectRef = tenantId ? { kind: 'tenant', id: tenantId } : PLATFORM;
+      key = authz.engine.keyOf({ subjectId: principal.entityId, action: 'authz.check', object: scope, ceilingCredentialId: ceiling });
+      keys.set(tenantId ?? '', key);
+    }
+    return key;
+  }
+
+  function prepare(input: CheckInput): PreparedCheck {
+    return { input, key: authz.engine.keyOf(request(input, input.action, null)) };
+  }
+
   /**
    * The hot path: with the object's facts, the gate's decision and the answer all memoised, a check is
    * answered synchronously (no promise chain); anything missing falls back to the async path.
    */
-  function checkFromMemo(principal: Principal, input: CheckInput): { decision: Decision; tenantId: string | null } | undefined {
+  function checkFromMemo(principal: Principal, check: PreparedCheck): { decision: Decision; tenantId: string | null } | undefined {
+    const input = check.input;
     const o = input.object;
     let tenantId: string | null;
     if (o.id === null) tenantId = o.tenantId ?? null;
@@ -141,29 +173,30 @@ export function createCheckRuntime(authz: AuthzService): CheckRuntime {
       if (!facts) return undefined;
       tenantId = facts.tenantId;
     }
-    const self = input.subjectId === principal.entityId;
     const ceiling = principal.scoped ? (principal.credentialId ?? 'missing-credential') : null;
-    if (!self) {
-      // Only a memoised allow settles the gate here; anything else takes the full path.
-      const scope: ObjectRef = tenantId ? { kind: 'tenant', id: tenantId } : PLATFORM;
-      const gate = authz.engine.peek({ subjectId: principal.entityId, action: 'authz.check', object: scope, ceilingCredentialId: ceiling });
-      if (!gate?.allowed) return undefined;
+    if (input.subjectId === principal.entityId) {
+      const decision = authz.engine.peek(request(input, input.action, ceiling));
+      return decision && { decision, tenantId };
     }
-    const decision = authz.engine.peek(request(input, input.action, self ? ceiling : null));
+    // Only a memoised allow settles the gate here; anything else takes the full path.
+    if (!authz.engine.peekKey(gateKey(principal, tenantId, ceiling))?.allowed) return undefined;
+    const decision = authz.engine.peekKey(check.key);
     return decision && { decision, tenantId };
   }
 
-  function checkNow(principal: Principal, input: CheckInput, requestId: string | null): Decision | undefined {
-    const memo = checkFromMemo(principal, input);
+  function checkNow(principal: Principal, check: PreparedCheck, requestId: string | null): Decision | undefined {
+    const memo = checkFromMemo(principal, check);
     if (!memo) return undefined;
+    const input = check.input;
     authz.checkAudit.recordCheck(principal, input.subjectId, input.action, input.object, memo.tenantId, memo.decision, requestId);
     return memo.decision;
   }
 
   return {
+    prepare,
     checkNow,
     check(principal, input, requestId) {
-      const now = checkNow(principal, input, requestId);
+      const now = checkNow(principal, prepare(input), requestId);
       if (now) return Promise.resolve(now);
       return (async () => {
         const { tenantId, ceiling } = await admit(principal, input.subjectId, input.object);

@@ -28,6 +28,10 @@ export interface Engine {
   authorize(request: AuthorizeRequest): Promise<Decision>;
   /** The memoised decision, synchronously, or undefined (then call authorize): the hot path's shortcut. */
   peek(request: AuthorizeRequest): Decision | undefined;
+  /** The memo key of a request: callers that ask the same question again and again build it once. */
+  keyOf(request: AuthorizeRequest): string;
+  /** peek by a key from keyOf (a string the caller keeps also keeps its hash: nothing is rebuilt or rehashed). */
+  peekKey(key: string): Decision | undefined;
   /** Cached facts of an object, synchronously, or undefined when not cached. */
   peekObject(kind: string, id: string): ObjectFacts | undefined;
   /** authorize without the decision memo (benchmarks measure evaluation with cached facts this way). */
@@ -195,14 +199,16 @@ export function createEngine(deps: { sql: Queryable; cache: AuthzCache; now?: ()
     return !hit.grants.stale && !hit.grants.policy.stale && !(hit.facts?.stale) && !(hit.tenant?.stale) && !(hit.ceiling?.stale) && hit.expiresAt > now();
   }
 
-  function peek(r: AuthorizeRequest): Decision | undefined {
+  function peekKey(key: string): Decision | undefined {
     if (!usable()) return undefined;
-    const hit = cache.decisions.get(decisionKey(r));
+    const hit = cache.decisions.get(key);
     return hit && valid(hit) ? hit.decision : undefined;
   }
 
   return {
-    peek,
+    peek: (r) => peekKey(decisionKey(r)),
+    keyOf: decisionKey,
+    peekKey,
     peekObject(kind, id) {
       const hit = fresh(cache.objects.get(id));
       return hit && hit.kind === kind ? hit : undefined;

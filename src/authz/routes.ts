@@ -5,23 +5,36 @@ import type { Principal } from '../auth/principal.js';
 import { AppError, invalidInput } from '../errors.js';
 import type { HttpServer } from '../http/server.js';
 import { JSON_HEADERS, json, type HttpReply, type HttpRequest } from '../http/types.js';
-import { SNAKE, parseActions, parseCheck, parseContext, parseObject, parseSubject, type CheckInput, type CheckRuntime } from './api.js';
+import { SNAKE, parseActions, parseCheck, parseContext, parseObject, parseSubject, type CheckRuntime, type PreparedCheck } from './api.js';
 import type { Decision } from './types.js';
 
-function readJson(req: HttpRequest): Record<string, unknown> {
+/** The body as text, once its Content-Type says JSON (or says nothing). */
+function jsonText(req: HttpRequest): string {
   const type = req.headers['content-type'];
   if (type !== undefined && !type.toLowerCase().startsWith('application/json')) {
     throw new AppError('UNSUPPORTED_MEDIA_TYPE', 'Content-Type must be application/json');
   }
+  return req.body.toString('utf8');
+}
+
+function parseJsonObject(text: string): Record<string, unknown> {
   let body: unknown;
   try {
-    body = JSON.parse(req.body.toString('utf8'));
+    body = JSON.parse(text);
   } catch {
     throw invalidInput('request body must be JSON');
   }
   if (typeof body !== 'object' || body === null || Array.isArray(body)) throw invalidInput('request body must be a JSON object');
   return body as Record<string, unknown>;
 }
+
+const readJson = (req: HttpRequest) => parseJsonObject(jsonText(req));
+
+// Devices and services ask the same few questions again and again: a check body is parsed, validated and
+// keyed once, then answered from this map (bounded: it starts afresh when full). Bodies with a context are
+// not kept: their decisions depend on it and are never memoised anyway.
+const PREPARED_MAX = 4096;
+const PREPARED_BODY_MAX = 1024;
 
 // A memoised decision is one frozen object answered many times: its reply body is serialised once.
 const replyBodies = new WeakMap<Decision, string>();
@@ -44,16 +57,32 @@ export function registerAuthzRoutes(server: HttpServer, deps: { runtime: CheckRu
   const { runtime, auth } = deps;
   const options = { bodyLimit: deps.bodyLimit, headers: HEADERS };
 
-  const check = (principal: Principal, input: CheckInput, requestId: string): HttpReply | Promise<HttpReply> => {
+  const prepared = new Map<string, PreparedCheck>();
+
+  function preparedCheck(req: HttpRequest): PreparedCheck {
+    const text = jsonText(req);
+    let p = prepared.get(text);
+    if (p === undefined) {
+      const input = parseCheck(parseJsonObject(text), SNAKE);
+      p = runtime.prepare(Object.freeze({ ...input, object: Object.freeze(input.object) }));
+      if (input.context === undefined && text.length <= PREPARED_BODY_MAX) {
+        if (prepared.size >= PREPARED_MAX) prepared.clear();
+        prepared.set(text, p);
+      }
+    }
+    return p;
+  }
+
+  const check = (principal: Principal, p: PreparedCheck, requestId: string): HttpReply | Promise<HttpReply> => {
     // Devices and services call this on every request: with the token, the object, the caller's gate and
     // the answer memoised, the reply is written from within the request's own callback, no promise made.
-    const now = runtime.checkNow(principal, input, requestId);
-    return now ? checkReply(now) : runtime.check(principal, input, requestId).then(checkReply);
+    const now = runtime.checkNow(principal, p, requestId);
+    return now ? checkReply(now) : runtime.check(principal, p.input, requestId).then(checkReply);
   };
   server.route('POST', '/authz/check', (req) => {
     const caller = bearerCaller(req.headers, auth);
-    if (!(caller instanceof Promise)) return check(caller, parseCheck(readJson(req), SNAKE), req.requestId);
-    return caller.then((principal) => check(principal, parseCheck(readJson(req), SNAKE), req.requestId));
+    if (!(caller instanceof Promise)) return check(caller, preparedCheck(req), req.requestId);
+    return caller.then((principal) => check(principal, preparedCheck(req), req.requestId));
   }, options);
 
   server.route('POST', '/authz/check/bulk', async (req) => {

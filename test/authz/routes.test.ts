@@ -104,6 +104,30 @@ t.test('runtime check APIs', async (t) => {
     t.same((await post('/authz/check', devOn('ch', 'publish'), checker)).body, { allowed: true, reason: 'allowed' }, 'another session of the same caller is unaffected');
   });
 
+  await t.test('the same body asked again follows grant changes (parsed once, never answered stale)', async (t) => {
+    const session = await tokenFor(ts, ids.checker as string);
+    const body = { subject_id: ids.alice, action: 'read', resource_id: ids.ch };
+    const assignmentOf = async (entity: string) => {
+      const listed = await gql(ts.url(), 'query ($s: ID) { roleAssignments(subjectId: $s) { items { id } } }', { s: ids[entity] }, admin);
+      return (listed.body.data.roleAssignments.items[0] as { id: string }).id;
+    };
+    const unassign = async (entity: string) =>
+      t.equal((await gql(ts.url(), 'mutation ($id: ID!) { deleteRoleAssignment(id: $id) }', { id: await assignmentOf(entity) }, admin)).body.data?.deleteRoleAssignment, true);
+    const reassign = async (entity: string, role: string) => {
+      const created = await gql(ts.url(), 'mutation ($i: CreateRoleAssignmentInput!) { createRoleAssignment(input: $i) { id } }',
+        { i: { tenantId: ids.acme, subjectKind: 'entity', subjectId: ids[entity], roleId: ids[role] } }, admin);
+      t.notOk(created.body.errors, `${role} given back to ${entity}`);
+    };
+    for (let i = 0; i < 2; i++) t.same((await post('/authz/check', body, session)).body, { allowed: true, reason: 'allowed' }, `asked ${i + 1}`);
+    await unassign('alice');
+    t.same((await post('/authz/check', body, session)).body, { allowed: false, reason: 'no matching allow policy' }, 'the subject lost its grant: answered at once');
+    await reassign('alice', 'reader');
+    t.same((await post('/authz/check', body, session)).body, { allowed: true, reason: 'allowed' }, 'and got it back');
+    await unassign('checker');
+    t.same(await post('/authz/check', body, session), { status: 403, body: { error: 'forbidden' } }, 'the caller lost authz.check: refused at once');
+    await reassign('checker', 'checker-role');
+  });
+
   await t.test('a scoped token narrows answers about yourself', async (t) => {
     const scoped = await accessTokenFor(ts, alice, [{ actions: ['read'], scopeMode: 'object', objectId: ids.ch2 }]);
     t.same((await post('/authz/check', { subject_id: ids.alice, action: 'read', resource_id: ids.ch }, scoped.token)).body,
