@@ -109,7 +109,7 @@ t.test('runtime check APIs', async (t) => {
     const body = { subject_id: ids.alice, action: 'read', resource_id: ids.ch };
     const assignmentOf = async (entity: string) => {
       const listed = await gql(ts.url(), 'query ($s: ID) { roleAssignments(subjectId: $s) { items { id } } }', { s: ids[entity] }, admin);
-      return (listed.body.data.roleAssignments.items[0] as { id: string }).id;
+      return ((listed.body.data as any).roleAssignments.items[0] as { id: string }).id;
     };
     const unassign = async (entity: string) =>
       t.equal((await gql(ts.url(), 'mutation ($id: ID!) { deleteRoleAssignment(id: $id) }', { id: await assignmentOf(entity) }, admin)).body.data?.deleteRoleAssignment, true);
