@@ -26,6 +26,8 @@ interface Entry {
 
 export interface DeviceKeys {
   authenticate(key: string): Promise<DeviceIdentity | null>;
+  /** The identity of a key this instance verified and still holds, synchronously; undefined otherwise (then authenticate). */
+  peek(key: string): DeviceIdentity | undefined;
   dropLocal(change: AuthInvalidation): void;
   readonly stats: { hits: number; misses: number; size: number };
 }
@@ -62,22 +64,27 @@ export function createDeviceKeys(deps: {
   hub.subscribe(INVALIDATE_TOPIC, (payload) => dropLocal((payload ?? { all: true }) as AuthInvalidation));
   hub.onReconnect(() => dropLocal({ all: true }));
 
+  function peek(key: string): DeviceIdentity | undefined {
+    // Keyed by the key itself, as the bearer cache keeps whole tokens: a hit is exact string equality and
+    // costs no keyed hash (the largest per-publish cost otherwise). The hash is computed only to look a
+    // key up in the database, which stores nothing else.
+    const cached = cache.get(key);
+    if (cached === undefined) return undefined;
+    if (cached.expiresAt !== null && cached.expiresAt <= Date.now()) {
+      cache.delete(key);
+      return undefined;
+    }
+    hits++;
+    deps.markUsed(cached.identity.credentialId);
+    return cached.identity;
+  }
+
   return {
+    peek,
     async authenticate(key) {
       if (!key || key.length > 256) return null;
-      // Keyed by the key itself, as the bearer cache keeps whole tokens: a hit is exact string equality and
-      // costs no keyed hash (the largest per-publish cost otherwise). The hash is computed only to look a
-      // key up in the database, which stores nothing else.
-      const cached = cache.get(key);
-      if (cached) {
-        if (cached.expiresAt !== null && cached.expiresAt <= Date.now()) {
-          cache.delete(key);
-          return null;
-        }
-        hits++;
-        deps.markUsed(cached.identity.credentialId);
-        return cached.identity;
-      }
+      const known = peek(key);
+      if (known !== undefined) return known;
       misses++;
       const before = generation;
       const row = await cq.selectSharedKeyState(sql, deps.hash()(key));

@@ -50,6 +50,8 @@ export interface Auth {
   peekBearer: PeekBearer;
   /** Device shared keys (HTTP `Authorization: Client <key>`, MQTT password); null when unknown, revoked or expired. */
   authenticateDeviceKey(key: string): Promise<DeviceIdentity | null>;
+  /** A device key's identity when this instance holds it verified already (no promise); undefined otherwise. */
+  peekDeviceKey(key: string): DeviceIdentity | undefined;
   /**
    * For code that changes what a token stands for (entity status, deletion, tenant state): drops this
    * instance's cached verifications now and NOTIFYs the others. Triggers on entities, tenants, sessions
@@ -216,6 +218,7 @@ export function createAuth(deps: AuthDeps): Auth {
       return verdict?.ok ? verdict.principal : undefined;
     },
     authenticateDeviceKey: (key) => deviceKeys.authenticate(key),
+    peekDeviceKey: (key) => deviceKeys.peek(key),
     async invalidate(change) {
       dropLocal(change);
       await hub.notify(INVALIDATE_TOPIC, change);

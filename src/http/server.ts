@@ -22,6 +22,11 @@ function nextRequestId(): string {
 }
 const LARGE_BODY = 64 * 1024;
 
+/** Most parameters (ids) hold no escapes: those skip the decoder and the copy it makes. */
+function decodeParam(raw: string): string {
+  return raw.indexOf('%') === -1 ? raw : decodeURIComponent(raw);
+}
+
 /** What a route's requests are read with, worked out once when it is registered. */
 interface RouteShape {
   method: HttpMethod;
@@ -254,7 +259,7 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
     let params = NO_PARAMS;
     if (paramCount > 0) {
       params = [];
-      for (let i = 0; i < paramCount; i++) params.push(decodeURIComponent(req.getParameter(i) ?? ''));
+      for (let i = 0; i < paramCount; i++) params.push(decodeParam(req.getParameter(i) ?? ''));
     }
     const incomingId = headers['x-request-id'];
     // A route for one method knows it already: only ANY asks uWS (one native call and a string less).

@@ -27,7 +27,9 @@ export interface WriterSettings {
 }
 
 interface Job extends BatchItem {
-  resolve: () => void;
+  /** What the publish's promise resolves with once its batch committed. */
+  answer: unknown;
+  resolve: (answer: unknown) => void;
   reject: (err: AppError) => void;
   /** Set after its batch was refused for another publish's sake: it is retried in a batch of its own. */
   solo: boolean;
@@ -35,10 +37,14 @@ interface Job extends BatchItem {
 }
 
 export interface Writer {
-  /** Resolves once the batch holding these messages committed; rejects with UNAVAILABLE otherwise. */
-  write(workspaceId: string, messages: StoredMessage[]): Promise<void>;
+  /**
+   * Resolves with `answer` once the batch holding these messages committed (the caller's reply, so it
+   * needs no promise step of its own); rejects with UNAVAILABLE otherwise.
+   */
+  write<T>(workspaceId: string, messages: StoredMessage[], answer: T): Promise<T>;
   readonly down: boolean;
-  stats(): { queued: number; highWater: number; batches: number; stored: number; failed: number };
+  /** committed: publishes whose batch committed (each was answered as stored). */
+  stats(): { queued: number; highWater: number; batches: number; stored: number; committed: number; failed: number };
   /** Writes what is queued, then closes the connections. */
   close(): Promise<void>;
 }
@@ -72,6 +78,7 @@ export function createWriter(url: string, settings: WriterSettings, log: Logger,
   let highWater = 0;
   let batches = 0;
   let stored = 0;
+  let committed = 0;
   let failed = 0;
   let scheduled = false;
   let fillTimer: NodeJS.Timeout | undefined;
@@ -169,8 +176,9 @@ export function createWriter(url: string, settings: WriterSettings, log: Logger,
       clearTimeout(timer);
       batches++;
       stored += rows;
+      committed += jobs.length;
       queued -= rows;
-      for (const j of jobs) j.resolve();
+      for (const j of jobs) j.resolve(j.answer);
       release(slot);
       try {
         onCommitted(jobs);
@@ -272,7 +280,7 @@ export function createWriter(url: string, settings: WriterSettings, log: Logger,
   }
 
   return {
-    write(workspaceId, messages) {
+    write(workspaceId, messages, answer) {
       if (closing) return Promise.reject(unavailable('shutting down', RETRY_AFTER_SECS));
       if (down) return Promise.reject(unavailable('database unavailable', RETRY_AFTER_SECS));
       const n = messages.length;
@@ -281,8 +289,8 @@ export function createWriter(url: string, settings: WriterSettings, log: Logger,
       waitingRows += n;
       if (queued > highWater) highWater = queued;
       notePeak();
-      return new Promise<void>((resolve, reject) => {
-        queue.push({ workspaceId, messages, resolve, reject, solo: false, attempts: 0 });
+      return new Promise((resolve, reject) => {
+        queue.push({ workspaceId, messages, answer, resolve: resolve as (answer: unknown) => void, reject, solo: false, attempts: 0 });
         if (scheduled) filled();
         else schedule();
       });
@@ -290,7 +298,7 @@ export function createWriter(url: string, settings: WriterSettings, log: Logger,
     get down() {
       return down;
     },
-    stats: () => ({ queued, highWater, batches, stored, failed }),
+    stats: () => ({ queued, highWater, batches, stored, committed, failed }),
     async close() {
       closing = true;
       if (probing) clearTimeout(probing);

@@ -1,7 +1,7 @@
 // HTTP publish → reader round trip with RFC 8428 resolution, and every refusal storing nothing.
 import t from 'tap';
 import { AUTH_ENV, accessTokenFor, adminToken } from '../helpers/auth.js';
-import { startTestService } from '../helpers/service.js';
+import { gql, startTestService } from '../helpers/service.js';
 import { countRows, grant, insertChannel, insertDevice, publish, read, world } from './helpers.js';
 
 const ts = await startTestService(t, { ...AUTH_ENV, SVC_MESSAGING_MAX_MESSAGE_BYTES: '4096', SVC_MESSAGING_MAX_RECORDS: '50' });
@@ -168,4 +168,19 @@ t.test('reader: bearer with read, device with subscribe; others refused', async 
   t.equal((await read(ts, a.ws, a.channel, admin, 'limit=0')).status, 400);
   t.equal((await read(ts, a.ws, a.channel, admin, 'limit=1001')).status, 400);
   t.equal((await read(ts, a.ws, a.channel, admin, 'from=x')).status, 400);
+});
+
+t.test('a key known to this instance is refused at the very next publish once revoked', async (t) => {
+  const ch = await insertChannel(ts, a.ws);
+  const dev = await insertDevice(ts, a.ws);
+  await grant(ts, a.ws, dev.id, ch, ['publish']);
+  const created = await gql(ts.url(), 'mutation ($id: ID!) { createSharedKey(entityId: $id) { credentialId key } }', { id: dev.id }, admin.slice('Bearer '.length));
+  const { credentialId, key } = created.body.data?.createSharedKey as { credentialId: string; key: string };
+  const one = [{ n: 'temp', v: 1 }];
+  for (let i = 0; i < 3; i++) t.equal((await publish(ts, a.ws, ch, key, one)).status, 202, `publish ${i + 1} (the key is held verified after the first)`);
+  const revoked = await gql(ts.url(), 'mutation ($c: ID!) { revokeCredential(credentialId: $c) }', { c: credentialId }, admin.slice('Bearer '.length));
+  t.equal(revoked.body.data?.revokeCredential, true);
+  const refused = await publish(ts, a.ws, ch, key, one);
+  t.equal(refused.status, 401, 'refused at once');
+  t.equal(await countRows(ts, ch), 3, 'only the publishes made before the revocation are stored');
 });
