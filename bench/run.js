@@ -5,6 +5,7 @@ import { execFileSync } from 'node:child_process';
 import { loadScenarios } from './lib/scenarios.js';
 import { measureScenario } from './lib/measure.js';
 import { startBareServer } from './lib/bare-server.js';
+import { FLOOR_ENTRY } from './lib/ingest-floor-server.js';
 import { startService, stopAllServices } from './lib/service.js';
 import { printTable, writeResult } from './lib/report.js';
 import { repoRoot } from './lib/paths.js';
@@ -48,10 +49,12 @@ function createServerKeeper() {
     stop,
     async ensure(scenario) {
       if (scenario.server === 'none') return null;
-      const key = scenario.server === 'bare' ? 'bare' : `service ${JSON.stringify(Object.entries(scenario.env ?? {}).sort())}`;
+      const key = scenario.server === 'service' ? `service ${JSON.stringify(Object.entries(scenario.env ?? {}).sort())}` : scenario.server;
       if (current?.key === key) return current.server;
       await stop();
-      const server = scenario.server === 'bare' ? await startBareServer() : await startService({ env: scenario.env ?? {} });
+      const server = scenario.server === 'bare' ? await startBareServer()
+        : scenario.server === 'ingest-floor' ? await startService({ entry: FLOOR_ENTRY })
+        : await startService({ env: scenario.env ?? {} });
       current = { key, server };
       return server;
     },

@@ -8,8 +8,9 @@ import { scenariosDir } from './paths.js';
  * @typedef {object} Scenario the default export of bench/scenarios/<name>.js
  * @property {string} name same as the file name
  * @property {string} description
- * @property {'bare'|'service'|'none'} [server] what receives the load: the bare handler, the service
- *   (default for request scenarios) or nothing (default for run scenarios, which measure in-process code)
+ * @property {'bare'|'service'|'ingest-floor'|'none'} [server] what receives the load: the bare handler, the service
+ *   (default for request scenarios), the ingest floor (bench/lib/ingest-floor-server.js) or nothing (default
+ *   for run scenarios, which measure in-process code)
  * @property {Record<string,string>} [env] extra environment for the service; scenarios with equal env share one service
  * @property {{efficiency?: number}} [target]
  * @property {(ctx: any) => unknown} [setup] runs in the bench process before load; its return value becomes ctx.data
@@ -44,7 +45,7 @@ function checkScenario(s, file) {
   else {
     if (`${s.name}.js` !== file) problems.push(`name "${s.name}" differs from the file name`);
     if (typeof s.request !== 'function' && typeof s.run !== 'function') problems.push('exports neither request(ctx) nor run(ctx)');
-    if (s.server && !['bare', 'service', 'none'].includes(s.server)) problems.push(`unknown server "${s.server}"`);
+    if (s.server && !['bare', 'service', 'ingest-floor', 'none'].includes(s.server)) problems.push(`unknown server "${s.server}"`);
   }
   if (problems.length) throw new Error(`bench/scenarios/${file}: ${problems.join('; ')}`);
 }
