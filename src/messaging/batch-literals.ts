@@ -31,6 +31,10 @@ function hasExtra(m: StoredMessage): boolean {
     || (m.updateTime !== null && m.updateTime !== undefined);
 }
 
+function sameSource(a: StoredMessage, b: StoredMessage | undefined): boolean {
+  return b !== undefined && a.publisher === b.publisher && a.channel === b.channel && a.protocol === b.protocol && a.subtopic === b.subtopic;
+}
+
 export function buildBatch(items: readonly BatchItem[]): BatchLiterals {
   let workspaces = '';
   let channels = '';
@@ -47,22 +51,30 @@ export function buildBatch(items: readonly BatchItem[]): BatchLiterals {
   // Publishes from the same device to the same channel and subtopic share one source entry, so the
   // database parses their ids once per batch rather than once per publish.
   const sources = new Map<string, string>();
+  let previous: StoredMessage | undefined;
+  let number = '';
   for (let p = 0; p < items.length; p++) {
     const item = items[p] as BatchItem;
     const head = item.messages[0] as StoredMessage;
-    const key = `${head.publisher}${head.channel}${head.protocol}${head.subtopic ?? ''}${head.subtopic === null ? '0' : '1'}`;
-    let number = sources.get(key);
-    if (number === undefined) {
-      const sep = sources.size === 0 ? '' : ',';
-      number = String(sources.size + 1);
-      sources.set(key, number);
-      // uuids and protocol names never need quoting.
-      workspaces += sep + item.workspaceId;
-      channels += sep + head.channel;
-      publishers += sep + head.publisher;
-      protocols += sep + head.protocol;
-      subtopics += sep + textOrNull(head.subtopic);
+    // A device publishing again and again to one channel takes the source of the publish before it,
+    // without building and hashing a key.
+    if (!sameSource(head, previous)) {
+      const key = `${head.publisher}${head.channel}${head.protocol}${head.subtopic ?? ''}${head.subtopic === null ? '0' : '1'}`;
+      const known = sources.get(key);
+      if (known !== undefined) number = known;
+      else {
+        const sep = sources.size === 0 ? '' : ',';
+        number = String(sources.size + 1);
+        sources.set(key, number);
+        // uuids and protocol names never need quoting.
+        workspaces += sep + item.workspaceId;
+        channels += sep + head.channel;
+        publishers += sep + head.publisher;
+        protocols += sep + head.protocol;
+        subtopics += sep + textOrNull(head.subtopic);
+      }
     }
+    previous = head;
     for (const m of item.messages) {
       const s = first ? '' : ',';
       first = false;

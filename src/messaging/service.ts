@@ -81,6 +81,9 @@ export function createMessaging(deps: MessagingDeps): MessagingService {
   const { sql, auth, authz, settings, log } = deps;
   const listeners = new Set<StoredListener>();
   const principals = new WeakMap<DeviceIdentity, Principal>();
+  // The publish decision's memo key per device and channel, built once: a held key's identity is one
+  // object for as long as it is cached, and only channels it was allowed on are kept (its grants bound them).
+  const publishKeys = new WeakMap<DeviceIdentity, Map<string, string>>();
   const counters = { rejected: 0, received: { messages: 0, bytes: 0 } };
 
   const writer = createWriter(deps.url, { ...settings.writer, connectTimeoutSecs: deps.connectTimeoutSecs }, log, (jobs: readonly BatchItem[]) => {
@@ -133,8 +136,16 @@ export function createMessaging(deps: MessagingDeps): MessagingService {
   function allowedNow(device: DeviceIdentity, workspaceId: string, channelId: string): boolean {
     if (device.status !== 'active' || device.tenantId !== workspaceId) return false;
     if (!isChannelOf(authz.engine.peekObject('resource', channelId), workspaceId)) return false;
-    const d = authz.engine.peek({ subjectId: device.entityId, action: 'publish', object: { kind: 'resource', id: channelId } });
-    return d !== undefined && d.allowed;
+    let keys = publishKeys.get(device);
+    const known = keys?.get(channelId);
+    const key = known ?? authz.engine.keyOf({ subjectId: device.entityId, action: 'publish', object: { kind: 'resource', id: channelId } });
+    const d = authz.engine.peekKey(key);
+    if (d === undefined || !d.allowed) return false;
+    if (known === undefined) {
+      if (keys === undefined) publishKeys.set(device, (keys = new Map()));
+      keys.set(channelId, key);
+    }
+    return true;
   }
 
   function checkPayload(input: PublishInput): void {

@@ -104,6 +104,7 @@ export function createWriter(url: string, settings: WriterSettings, log: Logger,
   function schedule(): void {
     if (scheduled || queue.length === 0 || idle.length === 0) return;
     scheduled = true;
+    rotatePeak();
     if (settings.batchWaitMs === 0 || waitingRows >= fillTarget()) {
       setImmediate(flush);
     } else {
@@ -115,15 +116,17 @@ export function createWriter(url: string, settings: WriterSettings, log: Logger,
     return Math.min(settings.batchSize, Math.max(1, Math.floor(Math.max(peakNow, peakPrev) * 0.75)));
   }
 
-  /** Two 100 ms buckets, so the peak follows the load down within 200 ms. */
-  function notePeak(): void {
+  /**
+   * Two 100 ms buckets, so the peak follows the load down within 200 ms. Turned when a batch is
+   * scheduled (the clock read once per batch, not per publish); each publish only raises peakNow.
+   */
+  function rotatePeak(): void {
     const now = Date.now();
     if (now - peakSince >= 100) {
       peakPrev = now - peakSince >= 200 ? 0 : peakNow;
-      peakNow = 0;
+      peakNow = queued;
       peakSince = now;
     }
-    if (queued > peakNow) peakNow = queued;
   }
 
   /** A writer waiting for company flushes as soon as enough arrived. */
@@ -288,7 +291,7 @@ export function createWriter(url: string, settings: WriterSettings, log: Logger,
       queued += n;
       waitingRows += n;
       if (queued > highWater) highWater = queued;
-      notePeak();
+      if (queued > peakNow) peakNow = queued;
       return new Promise((resolve, reject) => {
         queue.push({ workspaceId, messages, answer, resolve: resolve as (answer: unknown) => void, reject, solo: false, attempts: 0 });
         if (scheduled) filled();
