@@ -12,7 +12,10 @@ import { repoRoot } from './lib/paths.js';
 
 const USAGE = `usage: node bench/run.js [scenario ...] [--duration 10] [--warmup 2] [--connections 64] [--strict] [--list]
   Measures the bare uWS handler first (the efficiency baseline), then each scenario (default: all).
+  --connections  for every scenario; without it a scenario runs at its own count (default 64), and the
+                 bare handler is measured again at each other count used, so a ratio never mixes loads
   --strict  exit 1 when a scenario misses its target (a miss is otherwise only reported)`;
+const DEFAULT_CONNECTIONS = 64;
 
 function readOptions() {
   const { values, positionals } = parseArgs({
@@ -20,18 +23,21 @@ function readOptions() {
     options: {
       duration: { type: 'string', default: '10' },
       warmup: { type: 'string', default: '2' },
-      connections: { type: 'string', default: '64' },
+      connections: { type: 'string' },
       strict: { type: 'boolean', default: false },
       list: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
-  const numbers = { durationSeconds: Number(values.duration), warmupSeconds: Number(values.warmup), connections: Number(values.connections) };
+  const explicit = values.connections !== undefined;
+  const numbers = {
+    durationSeconds: Number(values.duration), warmupSeconds: Number(values.warmup), connections: Number(values.connections ?? DEFAULT_CONNECTIONS),
+  };
   for (const [k, v] of Object.entries(numbers)) {
     if (!Number.isFinite(v) || v < 0 || (k !== 'warmupSeconds' && v <= 0)) throw new Error(`bad --${k}: ${v}\n${USAGE}`);
   }
   numbers.connections = Math.floor(numbers.connections);
-  return { ...numbers, names: positionals, strict: values.strict, list: values.list, help: values.help };
+  return { ...numbers, explicitConnections: explicit, names: positionals, strict: values.strict, list: values.list, help: values.help };
 }
 
 /**
@@ -93,23 +99,33 @@ async function main() {
   });
 
   const results = [];
-  let baseline = null;
+  /** The bare handler's CPU per request by connection count: a scenario is compared at its own load. */
+  const baselines = new Map();
   let failures = 0;
+  const connectionsOf = (/** @type {any} */ scenario) => (opts.explicitConnections ? opts.connections : (scenario.connections ?? opts.connections));
+  /** @param {string} label @param {any} entry @param {number} connections */
+  const measure = async (label, entry, connections) => {
+    const target = await keeper.ensure(entry.scenario);
+    const result = await measureScenario(entry, target, { ...opts, connections }, baselines.get(connections) ?? null);
+    result.scenario = label;
+    result.connections = connections;
+    if (entry.scenario.name === 'bare') baselines.set(connections, result.serverCpuPerRequestUs);
+    results.push(result);
+    writeResult(result, { ...runInfo, connections });
+    console.error(`bench: ${label} done (${Math.round(result.reqPerSec)} req/s)`);
+  };
   console.error(`bench: ${order.join(', ')}; warm-up ${opts.warmupSeconds} s, window ${opts.durationSeconds} s, ${opts.connections} connections`);
   try {
     for (const name of order) {
       const entry = /** @type {NonNullable<ReturnType<typeof scenarios.get>>} */ (scenarios.get(name));
+      const connections = name === 'bare' ? opts.connections : connectionsOf(entry.scenario);
       try {
-        const target = await keeper.ensure(entry.scenario);
-        const result = await measureScenario(entry, target, opts, baseline);
-        if (name === 'bare') baseline = result.serverCpuPerRequestUs;
-        results.push(result);
-        writeResult(result, runInfo);
-        console.error(`bench: ${name} done (${Math.round(result.reqPerSec)} req/s)`);
+        // Without a baseline at this load no efficiency means anything: measure the bare handler there first.
+        if (name !== 'bare' && !baselines.has(connections)) await measure(`bare@${connections}`, bare, connections);
+        await measure(name, entry, connections);
       } catch (err) {
         failures++;
         console.error(`bench: ${name} failed: ${/** @type {Error} */ (err).stack ?? err}`);
-        // Without the baseline no efficiency means anything.
         if (name === 'bare') break;
       }
     }

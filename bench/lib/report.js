@@ -19,13 +19,13 @@ import { resultsDir } from './paths.js';
  * @property {number|null} otherCpuSeconds machine CPU used outside server and generator during the window
  * @property {number|null} serverCpuPerRequestUs sum of serverCpuSeconds / requests, in µs
  * @property {number|null} efficiency baseline CPU per request / this CPU per request
- * @property {{efficiency?: number} | null} target
+ * @property {{efficiency?: number, p99Us?: number} | null} target
  * @property {'PASS'|'MISS'|null} verdict
  */
 
 /**
  * Combine a load result and a CPU window into the reported figures.
- * @param {{name: string, description?: string, target?: {efficiency?: number}}} scenario
+ * @param {{name: string, description?: string, target?: {efficiency?: number, p99Us?: number}}} scenario
  * @param {any} load fields of LoadResult (or what a run(ctx) scenario returned)
  * @param {{wallSeconds: number, cpuSeconds: Record<string, number>, otherCpuSeconds?: number} | null} cpu
  * @param {number | null} baselineCpuPerRequestUs null while measuring the baseline itself
@@ -41,7 +41,10 @@ export function buildResult(scenario, load, cpu, baselineCpuPerRequestUs) {
   const efficiency = cpuPerRequestUs && baseline ? baseline / cpuPerRequestUs : null;
   const target = scenario.target ?? null;
   const wanted = target?.efficiency;
-  const verdict = wanted === undefined ? null : efficiency !== null && efficiency >= wanted ? 'PASS' : 'MISS';
+  const p99Bound = target?.p99Us;
+  const p99Ok = p99Bound === undefined || (load.p99Us !== null && load.p99Us !== undefined && load.p99Us <= p99Bound);
+  const verdict = wanted === undefined && p99Bound === undefined ? null
+    : (wanted === undefined || (efficiency !== null && efficiency >= wanted)) && p99Ok ? 'PASS' : 'MISS';
   const wallSeconds = load.wallSeconds ?? cpu?.wallSeconds ?? 0;
   return {
     ...load,
@@ -71,6 +74,7 @@ const fmt = (v, digits = 0) => (v === null || v === undefined || Number.isNaN(v)
 /** @type {Array<[string, (r: ScenarioResult) => string]>} */
 const COLUMNS = [
   ['scenario', (r) => r.scenario],
+  ['conns', (r) => (r.connections === undefined ? '' : String(r.connections))],
   ['req/s', (r) => fmt(r.reqPerSec)],
   ['p50 µs', (r) => fmt(r.p50Us)],
   ['p99 µs', (r) => fmt(r.p99Us)],
@@ -82,8 +86,16 @@ const COLUMNS = [
   ['other cpu', (r) => fmt(r.otherCpuSeconds, 2)],
   ['cpu µs/req', (r) => fmt(r.serverCpuPerRequestUs, 2)],
   ['efficiency', (r) => fmt(r.efficiency, 2)],
-  ['target', (r) => (r.target?.efficiency === undefined ? '' : `>= ${r.target.efficiency} ${r.verdict}`)],
+  ['target', (r) => (r.verdict === null ? '' : `${targetText(r.target)} ${r.verdict}`)],
 ];
+
+/** @param {{efficiency?: number, p99Us?: number}} target */
+function targetText(target) {
+  const parts = [];
+  if (target.efficiency !== undefined) parts.push(`>= ${target.efficiency}`);
+  if (target.p99Us !== undefined) parts.push(`p99 <= ${target.p99Us} µs`);
+  return parts.join(', ');
+}
 
 /** @param {Record<string, number>} o */
 function sumValues(o) {

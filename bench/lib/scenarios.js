@@ -12,7 +12,8 @@ import { scenariosDir } from './paths.js';
  *   (default for request scenarios), the ingest floor (bench/lib/ingest-floor-server.js) or nothing (default
  *   for run scenarios, which measure in-process code)
  * @property {Record<string,string>} [env] extra environment for the service; scenarios with equal env share one service
- * @property {{efficiency?: number}} [target]
+ * @property {{efficiency?: number, p99Us?: number}} [target] efficiency: at least this; p99Us: the p99 at most this (both must hold)
+ * @property {number} [connections] the load this scenario is judged at (default: the run's); the bare handler is measured at it too
  * @property {(ctx: any) => unknown} [setup] runs in the bench process before load; its return value becomes ctx.data
  *   (plain data: it is sent to the generator process)
  * @property {(ctx: any) => import('./load.js').RequestSpec} [request] runs in the generator process
