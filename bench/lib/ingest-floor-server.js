@@ -8,6 +8,7 @@ import { createRequire } from 'node:module';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { repoRoot } from './paths.js';
+import { listenAndAnnounce, nativeUws } from './uws-server.js';
 
 const selfPath = fileURLToPath(import.meta.url);
 /** The entry file as the service starter takes it: relative to the repository root. */
@@ -25,13 +26,8 @@ async function ensureTable(sql) {
 
 async function serveFloor() {
   // The service's own dependencies, so the floor runs the same versions.
-  const require = createRequire(join(repoRoot, 'package.json'));
-  const uws = require('uWebSockets.js');
-  const postgres = require('postgres');
-  if (typeof uws.SSLApp !== 'function') {
-    console.error('uWebSockets.js native binary did not load (JS fallback): refusing to measure a floor');
-    process.exit(1);
-  }
+  const uws = nativeUws('a floor');
+  const postgres = createRequire(join(repoRoot, 'package.json'))('postgres');
   const sql = postgres(process.env.DATABASE_URL, { max: 1, prepare: true, fetch_types: false, onnotice: () => {} });
   await ensureTable(sql);
 
@@ -74,8 +70,7 @@ async function serveFloor() {
         as m(p, name, unit, time, value)`;
   };
 
-  let listenSocket = null;
-  uws
+  const app = uws
     .App()
     // One channel per run (the scenario's): the batch takes the first publish's channel for all.
     .post('/http/m/:ws/c/:ch', (res, req) => {
@@ -94,19 +89,10 @@ async function serveFloor() {
           setImmediate(flush);
         }
       });
-    })
-    .listen('127.0.0.1', 0, (token) => {
-      if (!token) {
-        console.error('ingest floor could not listen');
-        process.exit(1);
-      }
-      listenSocket = token;
-      const port = uws.us_socket_local_port(token);
-      console.log(JSON.stringify({ level: 'info', msg: 'listening', listener: 'messaging', host: '127.0.0.1', port }));
-      console.log(JSON.stringify({ level: 'info', msg: 'ready' }));
     });
+  const listenSocket = await listenAndAnnounce(uws, app, 'messaging', 'ingest floor');
   process.on('SIGTERM', () => {
-    if (listenSocket) uws.us_listen_socket_close(listenSocket);
+    uws.us_listen_socket_close(listenSocket);
     sql.end({ timeout: 5 }).finally(() => process.exit(0));
   });
 }
