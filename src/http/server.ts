@@ -4,7 +4,7 @@ import { STATUS_CODES } from 'node:http';
 import { AppError, httpErrorBody, isUnexpected, payloadTooLarge, toAppError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { nativeUws, type TemplatedApp, type UwsRequest, type UwsResponse, type us_listen_socket } from './uws.js';
-import { json, type HttpHandler, type HttpMethod, type HttpReply, type HttpRequest, type RouteOptions } from './types.js';
+import { decodePathSegment, json, type HttpHandler, type HttpMethod, type HttpReply, type HttpRequest, type RouteOptions } from './types.js';
 
 const EMPTY = Buffer.alloc(0);
 // Shared by every route without parameters; handlers never mutate params.
@@ -22,10 +22,6 @@ function nextRequestId(): string {
 }
 const LARGE_BODY = 64 * 1024;
 
-/** Most parameters (ids) hold no escapes: those skip the decoder and the copy it makes. */
-function decodeParam(raw: string): string {
-  return raw.indexOf('%') === -1 ? raw : decodeURIComponent(raw);
-}
 
 /** What a route's requests are read with, worked out once when it is registered. */
 interface RouteShape {
@@ -257,9 +253,15 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
       }
     }
     let params = NO_PARAMS;
+    let badPath: AppError | undefined;
     if (paramCount > 0) {
       params = [];
-      for (let i = 0; i < paramCount; i++) params.push(decodeParam(req.getParameter(i) ?? ''));
+      try {
+        for (let i = 0; i < paramCount; i++) params.push(decodePathSegment(req.getParameter(i) ?? ''));
+      } catch (err) {
+        badPath = toAppError(err);
+        params = NO_PARAMS;
+      }
     }
     const incomingId = headers['x-request-id'];
     // A route for one method knows it already: only ANY asks uWS (one native call and a string less).
@@ -279,6 +281,8 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
     );
     inFlight++;
     const limit = options.bodyLimit;
+    // Answered before any body is read: a route with a body closes the connection on it.
+    if (badPath !== undefined) return limit === undefined ? send(ex, errorReply(badPath)) : sendAndClose(ex, errorReply(badPath));
     if (limit === undefined) {
       run(ex, handler);
       ex.corked = false;

@@ -1,4 +1,5 @@
 // The plain request/reply shapes handlers see: no uWS objects escape the http/ folder.
+import { invalidInput } from '../errors.js';
 
 export interface HttpRequest {
   method: string;
@@ -49,6 +50,20 @@ export function json(status: number, value: unknown, headers?: Record<string, st
 
 export function empty(status: number, headers?: Record<string, string>): HttpReply {
   return headers ? { status, headers } : { status };
+}
+
+/**
+ * A path segment with its percent-escapes decoded; a malformed escape ('%zz', a cut UTF-8 sequence) is
+ * the client's mistake (400), never an exception that escapes a uWS callback. Most segments (ids) hold
+ * no escape and are returned as they are.
+ */
+export function decodePathSegment(raw: string): string {
+  if (raw.indexOf('%') === -1) return raw;
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    throw invalidInput('malformed percent-encoding in the request path');
+  }
 }
 
 export function searchParams(req: HttpRequest): URLSearchParams {

@@ -5,6 +5,7 @@ import type { DeviceIdentity } from '../auth/index.js';
 import { httpErrorBody, toAppError } from '../errors.js';
 import type { Authenticate } from '../graphql/context.js';
 import type { HttpServer } from '../http/server.js';
+import { decodePathSegment } from '../http/types.js';
 import type { Logger } from '../log.js';
 import { subjectOf } from './routes.js';
 import type { MessagingService } from './service.js';
@@ -53,8 +54,8 @@ export function registerLiveRoute(server: HttpServer, messaging: MessagingServic
     closeOnBackpressureLimit: 1,
     upgrade(res, req, context) {
       // The request object is gone after this callback returns: read everything now.
-      const workspaceId = decodeURIComponent(req.getParameter(0) ?? '');
-      const channelId = decodeURIComponent(req.getParameter(1) ?? '');
+      const rawWorkspace = req.getParameter(0) ?? '';
+      const rawChannel = req.getParameter(1) ?? '';
       const authorization = req.getHeader('authorization');
       const query = new URLSearchParams(req.getQuery() ?? '');
       const wsKey = req.getHeader('sec-websocket-key');
@@ -64,6 +65,22 @@ export function registerLiveRoute(server: HttpServer, messaging: MessagingServic
       res.onAborted(() => {
         aborted = true;
       });
+      const refuse = (err: unknown) => {
+        if (aborted) return;
+        const e = toAppError(err);
+        if (e.kind === 'INTERNAL') deps.log.error('websocket upgrade failed', { err });
+        res.cork(() => {
+          res.writeStatus(`${e.status} ${STATUS_CODES[e.status] ?? ''}`).writeHeader('content-type', 'application/json').end(JSON.stringify(httpErrorBody(e)));
+        });
+      };
+      let workspaceId: string;
+      let channelId: string;
+      try {
+        workspaceId = decodePathSegment(rawWorkspace);
+        channelId = decodePathSegment(rawChannel);
+      } catch (err) {
+        return refuse(err);
+      }
       const credentials = { authorization: authorization === '' ? undefined : authorization, token: query.get('token'), key: query.get('key') };
       subjectOf(deps.authenticate, deps.authenticateDeviceKey, credentials)
         .then((subject) => messaging.authorizeSubscribe(subject, workspaceId, channelId))
@@ -75,14 +92,7 @@ export function registerLiveRoute(server: HttpServer, messaging: MessagingServic
           // this runs in the upgrade callback's own microtasks, where uWS has the socket corked already;
           // after a database lookup uWS prints a one-line "must be corked" warning, which is harmless.
           res.upgrade<SocketData>({ topic: topicOf(workspaceId, channelId), channelId }, wsKey, wsProtocol, wsExtensions, context);
-        }, (err: unknown) => {
-          if (aborted) return;
-          const e = toAppError(err);
-          if (e.kind === 'INTERNAL') deps.log.error('websocket upgrade failed', { err });
-          res.cork(() => {
-            res.writeStatus(`${e.status} ${STATUS_CODES[e.status] ?? ''}`).writeHeader('content-type', 'application/json').end(JSON.stringify(httpErrorBody(e)));
-          });
-        });
+        }, refuse);
     },
     open(socket) {
       const data = socket.getUserData();

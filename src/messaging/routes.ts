@@ -3,7 +3,7 @@ import type { DeviceIdentity, Principal } from '../auth/index.js';
 import { invalidInput, unauthenticated } from '../errors.js';
 import type { Authenticate } from '../graphql/context.js';
 import type { HttpServer } from '../http/server.js';
-import { json, type HttpReply, type HttpRequest } from '../http/types.js';
+import { decodePathSegment, json, type HttpReply, type HttpRequest } from '../http/types.js';
 import type { MessageRow } from './queries.js';
 import type { MessagingService, ReadQuery, Subject } from './service.js';
 
@@ -49,7 +49,7 @@ function subtopicOf(path: string): string {
   const parts = path.split('/').slice(PREFIX_SEGMENTS);
   if (parts.length > MAX_SUBTOPIC_SEGMENTS) throw invalidInput(`a subtopic has at most ${MAX_SUBTOPIC_SEGMENTS} segments`);
   for (let i = 0; i < parts.length; i++) {
-    const seg = decodeURIComponent(parts[i] as string);
+    const seg = decodePathSegment(parts[i] as string);
     if (!SUBTOPIC_SEGMENT.test(seg)) throw invalidInput('subtopic segments are 1-64 letters, digits or _ . : -');
     parts[i] = seg;
   }

@@ -85,6 +85,29 @@ t.test('an aborted upload does not crash the listener or leak the request', asyn
   await after.body.dump();
 });
 
+t.test('a malformed percent-escape in a path parameter is a 400, not a crash', async (t) => {
+  const server = createHttpServer('escapes', testLogger());
+  server.route('GET', '/things/:id', (req) => json(200, { id: req.params[0] }));
+  server.route('POST', '/things/:id', (req) => json(200, { id: req.params[0], bytes: req.body.length }), { bodyLimit: 1024 });
+  const port = await server.listen('127.0.0.1', 0);
+  t.teardown(() => server.close());
+  const base = `http://127.0.0.1:${port}`;
+  for (const bad of ['%zz', '%E0%A4%A', 'ok%']) {
+    const got = await request(`${base}/things/${bad}`);
+    t.equal(got.statusCode, 400, `GET ${bad}`);
+    t.same(await got.body.json(), { error: 'malformed percent-encoding in the request path' });
+  }
+  // With a body on the wire: answered without reading it, and the connection is closed so the body is
+  // not taken for the next request.
+  const raw = await rawRequest(port, 'POST /things/%zz HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 10\r\n\r\n0123456789');
+  t.match(raw, /^HTTP\/1\.1 400 Bad Request\r\n/);
+  t.match(raw, /malformed percent-encoding in the request path/);
+  const decoded = await request(`${base}/things/a%20b%2Fc`, { method: 'POST', body: 'xy' });
+  t.same(await decoded.body.json(), { id: 'a b/c', bytes: 2 }, 'well-formed escapes are decoded');
+  const alive = await request(`${base}/things/still-here`);
+  t.same(await alive.body.json(), { id: 'still-here' }, 'the listener still serves');
+});
+
 t.test('large replies respect backpressure and arrive whole', async (t) => {
   const server = createHttpServer('test', testLogger());
   const payload = Buffer.alloc(16 * 1024 * 1024);

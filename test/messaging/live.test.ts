@@ -94,5 +94,7 @@ t.test('upgrades are refused before the socket opens', async (t) => {
   t.equal(await upgradeStatus(path, { authorization: `Client ${noGrant.key}` }), 403, 'no subscribe grant');
   t.equal(await upgradeStatus(path, { authorization: `Client ${other.publisher.key}` }), 403, 'device of another workspace');
   t.equal(await upgradeStatus(`/ws/m/${a.ws}/c/${other.channel}`, { authorization: `Bearer ${await adminToken(ts)}` }), 404, 'channel of another workspace');
+  t.equal(await upgradeStatus(`/ws/m/${a.ws}/c/%zz`, { authorization: `Client ${a.publisher.key}` }), 400, 'a malformed escape in the path');
+  t.equal(await upgradeStatus(`/ws/m/%E0%A4%A/c/${a.channel}`, { authorization: `Client ${a.publisher.key}` }), 400, 'a cut UTF-8 escape');
   t.equal(await upgradeStatus(path, { authorization: `Client ${a.publisher.key}` }), 101, 'and the granted device is upgraded');
 });

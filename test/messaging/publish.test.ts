@@ -84,6 +84,12 @@ t.test('subtopics are stored and shown', async (t) => {
   t.equal(page.body.total, 1);
   t.equal(page.body.messages[0].subtopic, 'room1/sensors');
   t.equal((await publish(ts, a.ws, a.channel, a.publisher.key, [{ n: 'sub', v: 7 }], { subtopic: 'bad+wild' })).status, 400);
+  const malformed = await publish(ts, a.ws, a.channel, a.publisher.key, [{ n: 'sub', v: 7 }], { subtopic: 'room%zz' });
+  t.equal(malformed.status, 400, 'a malformed escape in the subtopic');
+  t.same(await malformed.json(), { error: 'malformed percent-encoding in the request path' });
+  const badChannel = await publish(ts, a.ws, '%E0%A4%A', a.publisher.key, [{ n: 'sub', v: 7 }]);
+  t.equal(badChannel.status, 400, 'and in the channel id');
+  t.equal((await read(ts, a.ws, a.channel, admin, 'name=sub')).body.total, 1, 'neither stored anything');
 });
 
 t.test('every refusal stores nothing', async (t) => {
