@@ -134,6 +134,9 @@ export function toAppError(err: unknown): AppError {
     if (code === '22P02' || code === '22007' || code === '22008' || code === '22003') {
       return new AppError('INVALID_INPUT', 'invalid value', { cause: err });
     }
+    // A JS string reaches PostgreSQL as valid UTF-8 except for NUL, which text cannot hold.
+    if (code === '22021') return new AppError('INVALID_INPUT', 'text must not contain NUL characters', { cause: err });
+    if (code === '22001') return new AppError('INVALID_INPUT', 'value too long', { cause: err });
     if (code === '40001' || code === '40P01' || code === '55P03') {
       return new AppError('UNAVAILABLE', 'concurrent update, retry', { cause: err, retryAfterSeconds: 1 });
     }

@@ -10,6 +10,8 @@ t.test('database errors translate by SQLSTATE and constraint name', async (t) =>
   t.equal(unnamed.message, 'already exists');
   t.equal(toAppError({ code: '23503', severity: 'ERROR' }).message, 'invalid reference');
   t.equal(toAppError({ code: '23514', severity: 'ERROR' }).message, 'invalid value');
+  t.same([toAppError({ code: '22021', severity: 'ERROR' }).kind, toAppError({ code: '22021', severity: 'ERROR' }).message], ['INVALID_INPUT', 'text must not contain NUL characters']);
+  t.same([toAppError({ code: '22001', severity: 'ERROR' }).kind, toAppError({ code: '22001', severity: 'ERROR' }).message], ['INVALID_INPUT', 'value too long']);
   t.equal(toAppError({ code: 'ECONNREFUSED' }).kind, 'UNAVAILABLE');
   t.equal(toAppError({ code: '57P01', severity: 'FATAL' }).kind, 'UNAVAILABLE');
   t.equal(toAppError({ code: '42P01', severity: 'ERROR', message: 'relation "x" does not exist' }).message, 'database error');

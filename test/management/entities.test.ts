@@ -95,6 +95,9 @@ t.test('entities: create, read, list, update, lifecycle, ownership and isolation
     t.same(await list('order: name, limit: 2, offset: 1'), { total: 7, items: [{ name: 'gw-1' }, { name: 'gw-case' }] });
     t.equal((await list('status: suspended')).total, 1);
     t.match(await fails(ts, alice.token, `{ entities(order: nonsense) { total } }`), [{ extensions: { code: 'BAD_REQUEST' } }]);
+    // NUL cannot be stored or compared in PostgreSQL text: the client's mistake, not a database error.
+    t.match(await fails(ts, alice.token, `{ entities(q: "a\\u0000b") { total } }`),
+      [{ message: 'text must not contain NUL characters', extensions: { code: 'BAD_REQUEST' } }]);
   });
 
   await t.test('object-group descendants over three levels', async (t) => {
