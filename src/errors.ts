@@ -134,8 +134,9 @@ export function toAppError(err: unknown): AppError {
     if (code === '22P02' || code === '22007' || code === '22008' || code === '22003') {
       return new AppError('INVALID_INPUT', 'invalid value', { cause: err });
     }
-    // A JS string reaches PostgreSQL as valid UTF-8 except for NUL, which text cannot hold.
-    if (code === '22021') return new AppError('INVALID_INPUT', 'text must not contain NUL characters', { cause: err });
+    // A JS string reaches PostgreSQL as valid UTF-8 except for NUL, which text (22021) and jsonb (22P05,
+    // a \u0000 escape) cannot hold.
+    if (code === '22021' || code === '22P05') return new AppError('INVALID_INPUT', 'text must not contain NUL characters', { cause: err });
     if (code === '22001') return new AppError('INVALID_INPUT', 'value too long', { cause: err });
     if (code === '40001' || code === '40P01' || code === '55P03') {
       return new AppError('UNAVAILABLE', 'concurrent update, retry', { cause: err, retryAfterSeconds: 1 });
@@ -146,6 +147,15 @@ export function toAppError(err: unknown): AppError {
     if (err.severity !== undefined) return new AppError('INTERNAL', 'database error', { cause: err });
   }
   return internal(err);
+}
+
+/**
+ * A database error about the rows a statement carried, not the database: SQLSTATE classes 22 (data
+ * exception) and 23 (integrity). Writing them again fails again; the writers isolate such rows instead.
+ */
+export function isDataError(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && (code.startsWith('22') || code.startsWith('23'));
 }
 
 /** Errors the edge must log with their stack: everything that is not a deliberate client answer. */

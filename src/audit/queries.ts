@@ -27,16 +27,37 @@ interface AuditRow {
   created_at: string;
 }
 
+/**
+ * Text as PostgreSQL can keep it: its text and jsonb refuse NUL and a lone UTF-16 surrogate (which a JS
+ * string may carry, from a client's input quoted into an event), so those become U+FFFD. An audit record
+ * says what happened with a replacement character rather than fail.
+ */
+function storableText(s: string): string {
+  const whole = s.isWellFormed() ? s : s.toWellFormed();
+  return whole.includes('\u0000') ? whole.replaceAll('\u0000', '\uFFFD') : whole;
+}
+
+function storable(value: unknown): unknown {
+  if (typeof value === 'string') return storableText(value);
+  if (Array.isArray(value)) return value.map(storable);
+  if (value === null || typeof value !== 'object' || value instanceof Date) return value;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) out[storableText(k)] = storable(v);
+  return out;
+}
+
+const storableOrNull = (s: string | null | undefined) => (s === null || s === undefined ? null : storableText(s));
+
 function toRow(e: AuditEvent): AuditRow {
   return {
-    event: e.event,
+    event: storableText(e.event),
     outcome: e.outcome,
     actor_entity_id: e.actorEntityId ?? null,
     tenant_id: e.tenantId ?? null,
-    target_kind: e.targetKind ?? null,
-    target_id: e.targetId ?? null,
-    details: e.details ?? {},
-    request_id: e.requestId ?? null,
+    target_kind: storableOrNull(e.targetKind),
+    target_id: storableOrNull(e.targetId),
+    details: e.details ? (storable(e.details) as Record<string, unknown>) : {},
+    request_id: storableOrNull(e.requestId),
     created_at: (e.at ?? new Date()).toISOString(),
   };
 }

@@ -1,6 +1,8 @@
 // Batched, non-blocking audit writer: record() never waits and never throws; batches are written in the
-// background, failures are logged and retried while the bounded queue has room.
+// background, failures are logged and retried while the bounded queue has room, and an event the
+// database refuses for its own values is dropped alone instead of blocking the queue.
 import type { Sql } from '../db/client.js';
+import { isDataError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { insertAuditEvents, type AuditEvent } from './queries.js';
 
@@ -39,26 +41,50 @@ export function createAuditWriter(sql: Sql, options: AuditWriterOptions, log: Lo
     timer.unref();
   }
 
+  /**
+   * Writes a batch; resolves with what is left unwritten because the database failed (empty when done).
+   * An event the database refuses for its own values (a data error, which would fail on every retry)
+   * must not hold back the queue: the batch is written one event at a time and only the refused one is
+   * dropped, logged and counted.
+   */
+  async function write(batch: AuditEvent[]): Promise<{ left: AuditEvent[]; err?: unknown }> {
+    try {
+      await insertAuditEvents(sql, batch);
+      stats.written += batch.length;
+      return { left: [] };
+    } catch (err) {
+      if (!isDataError(err)) return { left: batch, err };
+      if (batch.length === 1) {
+        stats.dropped++;
+        log.error('audit event refused by the database; dropped', { err, event: (batch[0] as AuditEvent).event });
+        return { left: [] };
+      }
+      for (let i = 0; i < batch.length; i++) {
+        const one = await write([batch[i] as AuditEvent]);
+        if (one.left.length > 0) return { left: batch.slice(i), err: one.err };
+      }
+      return { left: [] };
+    }
+  }
+
   async function writeBatch(): Promise<void> {
     if (writing || queue.length === 0) return writing;
     const batch = queue.slice(0, options.batchSize);
     queue = queue.slice(batch.length);
-    writing = insertAuditEvents(sql, batch).then(
-      () => {
-        stats.written += batch.length;
+    writing = write(batch).then(({ left, err }) => {
+      if (left.length === 0) {
         consecutiveFailures = 0;
-      },
-      (err: unknown) => {
-        stats.failures++;
-        consecutiveFailures++;
-        // Put the batch back in front so order is kept; what no longer fits is dropped, and counted.
-        const room = Math.max(0, options.maxQueue - queue.length);
-        const kept = batch.slice(0, room);
-        stats.dropped += batch.length - kept.length;
-        queue = kept.concat(queue);
-        log.error('audit write failed; will retry', { err, batch: batch.length, dropped: batch.length - kept.length });
-      },
-    );
+        return;
+      }
+      stats.failures++;
+      consecutiveFailures++;
+      // Put what is left back in front so order is kept; what no longer fits is dropped, and counted.
+      const room = Math.max(0, options.maxQueue - queue.length);
+      const kept = left.slice(0, room);
+      stats.dropped += left.length - kept.length;
+      queue = kept.concat(queue);
+      log.error('audit write failed; will retry', { err, batch: left.length, dropped: left.length - kept.length });
+    });
     try {
       await writing;
     } finally {

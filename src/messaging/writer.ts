@@ -3,7 +3,7 @@
 // down answers 503 at once instead of letting requests hang.
 import postgres from 'postgres';
 import type { Sql } from '../db/client.js';
-import { AppError, toAppError, unavailable } from '../errors.js';
+import { AppError, isDataError, toAppError, unavailable } from '../errors.js';
 import type { Logger } from '../log.js';
 import { buildBatch, type BatchItem } from './batch-literals.js';
 import { insertBatch } from './queries.js';
@@ -56,11 +56,6 @@ const PROBE_TIMEOUT_MS = 1000;
 const RETRY_AFTER_SECS = 1;
 const MAX_ATTEMPTS = 3;
 const timedOut = () => new AppError('UNAVAILABLE', 'database did not answer in time', { code: 'WRITE_TIMEOUT', retryAfterSeconds: RETRY_AFTER_SECS });
-
-/** SQLSTATE classes 22 (data exception) and 23 (integrity): this batch's rows, not the database. */
-function refusedData(code: unknown): boolean {
-  return typeof code === 'string' && (code.startsWith('22') || code.startsWith('23'));
-}
 
 export function createWriter(url: string, settings: WriterSettings, log: Logger, onCommitted: (jobs: readonly BatchItem[]) => void): Writer {
   // Default plan mode and prepared statements: the insert text never changes, a generic plan is right.
@@ -196,7 +191,7 @@ export function createWriter(url: string, settings: WriterSettings, log: Logger,
       if ((code === '40P01' || code === '40001') && (jobs[0] as Job).attempts < MAX_ATTEMPTS) {
         // Two writers crossing on the per-channel counters: the batch did nothing; run it again.
         requeue(jobs, false);
-      } else if (appErr.kind === 'UNAVAILABLE' || (typeof code === 'string' && !refusedData(code))) {
+      } else if (appErr.kind === 'UNAVAILABLE' || (typeof code === 'string' && !isDataError(err))) {
         // Anything but the data itself (connection lost or refused, database shutting down or not
         // accepting connections, a hung server) is the database being away: 503 now, probe until back.
         if (appErr.code === 'WRITE_TIMEOUT') replace(slot);

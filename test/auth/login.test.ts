@@ -130,3 +130,21 @@ t.test('logout ends the session; the revoked token is refused on the next reques
   const refresh = await gql(ts.url(), `mutation { refreshSession { token } }`, {}, apiToken);
   t.equal(refresh.body.errors?.[0].message, 'session refresh requires a session token');
 });
+
+t.test('an identifier PostgreSQL cannot store is still audited, and auditing goes on', async (t) => {
+  const ts = await startAuthService(t, { SVC_SCRYPT_COST: '8192', SVC_LOGIN_FAILURE_LIMIT: '50' });
+  // The audited identifier is cut to 256 UTF-16 units: here the cut splits an emoji, leaving a lone surrogate.
+  const cut = `${'a'.repeat(255)}\u{1F600}`;
+  const res = await gql(ts.url(), LOGIN, { input: { identifier: cut, secret: 'definitely-wrong-password' } });
+  t.equal(res.body.errors?.[0]?.message, 'invalid credentials');
+  const nul = await gql(ts.url(), LOGIN, { input: { identifier: 'ad\u0000min', secret: 'definitely-wrong-password' } });
+  t.ok(nul.body.errors?.[0], 'a NUL in the identifier is refused');
+  t.notMatch(nul.body.errors?.[0]?.extensions?.code, 'INTERNAL', 'as the client error it is');
+  await login(ts, ADMIN_ID, ADMIN_SECRET);
+  await ts.service.audit.flush();
+  const rows = await ts.service.sql<{ outcome: string; identifier: string }[]>`
+    select outcome, details->>'identifier' as identifier from audit_log where event = 'auth.login' order by created_at`;
+  t.ok(rows.some((r) => r.identifier === `${'a'.repeat(255)}\uFFFD`), 'the cut identifier is kept with U+FFFD');
+  t.equal(rows.at(-1)?.outcome, 'allow', 'the login after it is audited too');
+  t.equal(ts.service.audit.stats.queued, 0, 'nothing is stuck in the queue');
+});

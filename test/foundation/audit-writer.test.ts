@@ -47,3 +47,30 @@ t.test('a failing audit write never throws into or delays the caller', async (t)
   t.ok(audit.stats.dropped >= 75, 'what exceeds the bounded queue is dropped and counted');
   await audit.close();
 });
+
+t.test('an event the database could not store never blocks the ones behind it', async (t) => {
+  const db = await createTestDatabase();
+  const sql = postgres(db.url, { max: 2, onnotice: () => undefined });
+  t.teardown(async () => {
+    await sql.end();
+    await db.drop();
+  });
+  await migrate(sql as never, migrationsDir, testLogger());
+  const audit = createAuditWriter(sql as never, { batchSize: 50, flushIntervalMs: 20, maxQueue: 1000 }, testLogger());
+  // A client's input quoted into an event: NUL and a lone surrogate, which PostgreSQL's jsonb and text refuse.
+  audit.record({ event: 'test.quoted', outcome: 'deny', targetId: 'id\u0000x', details: { identifier: 'a\u0000b', name: 'x\ud800y', ['k\u0000']: ['\udfff'] } });
+  // An event no replacement can save (an actor id that is no UUID: a bug upstream): dropped alone.
+  audit.record({ event: 'test.poison', outcome: 'error', actorEntityId: 'not-a-uuid' });
+  for (let i = 0; i < 20; i++) audit.record({ event: 'test.after', outcome: 'allow', details: { i } });
+  await audit.flush();
+  const [quoted] = await sql`select target_id, details from audit_log where event = 'test.quoted'`;
+  t.same(quoted, { target_id: 'id\uFFFDx', details: { identifier: 'a\uFFFDb', name: 'x\uFFFDy', 'k\uFFFD': ['\uFFFD'] } }, 'kept, with U+FFFD in place of what cannot be stored');
+  const [{ after }] = await sql<[{ after: number }]>`select count(*)::int as after from audit_log where event = 'test.after'`;
+  t.equal(after, 20, 'every event behind the refused one was written');
+  const [{ poison }] = await sql<[{ poison: number }]>`select count(*)::int as poison from audit_log where event = 'test.poison'`;
+  t.equal(poison, 0);
+  t.equal(audit.stats.dropped, 1, 'the refused event is dropped and counted');
+  t.equal(audit.stats.written, 21);
+  t.equal(audit.stats.queued, 0, 'nothing is left waiting for a retry that would fail again');
+  await audit.close();
+});
