@@ -6,12 +6,11 @@ import type { HttpServer } from '../http/server.js';
 import { decodePathSegment, json, type HttpReply, type HttpRequest } from '../http/types.js';
 import type { MessageRow } from './queries.js';
 import type { MessagingService, ReadQuery, Subject } from './service.js';
+import { subtopicProblem } from './subtopic.js';
 
 const ACCEPTED: HttpReply = Object.freeze({ status: 202 }) as HttpReply;
 const PUBLISH_HEADERS = ['authorization', 'content-type', 'content-length'] as const;
 const PREFIX_SEGMENTS = 6; // '', 'http', 'm', ws, 'c', ch
-const SUBTOPIC_SEGMENT = /^[A-Za-z0-9_.:-]{1,64}$/;
-const MAX_SUBTOPIC_SEGMENTS = 16;
 
 export interface Credentials {
   authorization?: string;
@@ -46,13 +45,9 @@ export async function subjectOf(authenticate: Authenticate, authenticateDeviceKe
 
 /** The subtopic is what follows the channel in the path, '/'-separated, each segment a plain token. */
 function subtopicOf(path: string): string {
-  const parts = path.split('/').slice(PREFIX_SEGMENTS);
-  if (parts.length > MAX_SUBTOPIC_SEGMENTS) throw invalidInput(`a subtopic has at most ${MAX_SUBTOPIC_SEGMENTS} segments`);
-  for (let i = 0; i < parts.length; i++) {
-    const seg = decodePathSegment(parts[i] as string);
-    if (!SUBTOPIC_SEGMENT.test(seg)) throw invalidInput('subtopic segments are 1-64 letters, digits or _ . : -');
-    parts[i] = seg;
-  }
+  const parts = path.split('/').slice(PREFIX_SEGMENTS).map(decodePathSegment);
+  const problem = subtopicProblem(parts);
+  if (problem !== null) throw invalidInput(problem);
   return parts.join('/');
 }
 

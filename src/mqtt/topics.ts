@@ -1,5 +1,7 @@
 // MQTT topic grammar of the messaging domain: m/<workspace_id>/c/<channel_id>[/<subtopic>] for publish,
 // and subscription filters whose wildcards stay inside one channel.
+import { subtopicProblem } from '../messaging/subtopic.js';
+
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export interface ChannelTopic {
@@ -9,14 +11,17 @@ export interface ChannelTopic {
   subtopic: string | null;
 }
 
-/** A publish topic, or null when it is not a channel topic (wildcards are refused by aedes before this). */
+/**
+ * A publish topic, or null when it is not a channel topic or its subtopic breaks the messaging rule
+ * (wildcards are refused by aedes before this).
+ */
 export function parsePublishTopic(topic: string): ChannelTopic | null {
   const levels = topic.split('/');
   if (levels.length < 4 || levels[0] !== 'm' || levels[2] !== 'c') return null;
   const [, workspaceId, , channelId] = levels as [string, string, string, string];
   if (!UUID.test(workspaceId) || !UUID.test(channelId)) return null;
   const rest = levels.slice(4);
-  if (rest.some((l) => l === '')) return null;
+  if (subtopicProblem(rest) !== null) return null;
   return { workspaceId, channelId, subtopic: rest.length ? rest.join('/') : null };
 }
 
