@@ -1,15 +1,17 @@
 // Hostile input everywhere: every GraphQL query and mutation called by the platform administrator with
 // well-typed but hostile arguments (NUL, lone surrogates, long and empty strings, LIKE and path
-// metacharacters, ids that are no UUID or name nothing, extreme numbers, deep and odd JSON), and every
-// HTTP route with malformed paths, bodies and headers. Whatever the answer, it is never INTERNAL or a
-// 5xx, and the service keeps serving. (This is how the NUL, lone-surrogate and percent-escape defects
-// were found; each has its own test too.)
+// metacharacters, ids that are no UUID or name nothing, extreme numbers, deep and odd JSON), the gRPC
+// check with the same strings and odd metadata, and every HTTP route with malformed paths, bodies and
+// headers. Whatever the answer, it is never INTERNAL or a 5xx, and the service keeps serving. (This is
+// how the NUL, lone-surrogate and percent-escape defects were found; each has its own test too.)
 import net from 'node:net';
+import * as grpc from '@grpc/grpc-js';
 import {
   buildClientSchema, getIntrospectionQuery, getNamedType, isCompositeType, isEnumType, isInputObjectType, isListType, isNonNullType,
   type GraphQLField, type GraphQLInputType, type IntrospectionQuery,
 } from 'graphql';
 import t from 'tap';
+import { loadServices, serviceOf } from '../../src/grpc/server.js';
 import { AUTH_ENV, adminToken } from '../helpers/auth.js';
 import { gql, startTestService } from '../helpers/service.js';
 
@@ -21,7 +23,7 @@ const VARIANTS = 8;
 // Fields that would end the administrator's own session for the calls after them.
 const SKIPPED = new Set(['logout']);
 
-const ts = await startTestService(t, { ...AUTH_ENV, SVC_GRAPHQL_INTROSPECTION_ENABLED: 'true' });
+const ts = await startTestService(t, { ...AUTH_ENV, SVC_GRAPHQL_INTROSPECTION_ENABLED: 'true', SVC_GRPC_ADDR: '127.0.0.1:0' });
 const admin = await adminToken(ts);
 
 t.test('every GraphQL field, hostile but well-typed arguments: never INTERNAL', async (t) => {
@@ -80,6 +82,35 @@ t.test('every GraphQL field, hostile but well-typed arguments: never INTERNAL', 
   t.ok((answered.OK ?? 0) > 50 && (answered.BAD_REQUEST ?? 0) > 100, `resolvers were reached, not only validation: ${JSON.stringify(answered)}`);
   const live = await fetch(`${ts.url()}/health/live`);
   t.equal(live.status, 200, 'still serving');
+});
+
+t.test('gRPC AuthzService.Check with hostile fields and metadata: never INTERNAL or UNKNOWN', async (t) => {
+  const Client = serviceOf(loadServices(), 'AuthzService');
+  const client = new Client(`127.0.0.1:${ts.service.ports.grpc}`, grpc.credentials.createInsecure()) as unknown as {
+    Check(req: unknown, md: grpc.Metadata, cb: (err: grpc.ServiceError | null) => void): void; close(): void;
+  };
+  t.teardown(() => client.close());
+  const uuid = '00000000-0000-4000-8000-000000000000';
+  const authorizations = [`Bearer ${admin}`, 'Bearer %zz', `Bearer ${'x'.repeat(10_000)}`, 'Basic Zm9v', ''];
+  const failures: string[] = [];
+  for (const authorization of authorizations) {
+    for (let k = 0; k < STRINGS.length; k++) {
+      const text = STRINGS[k] as string;
+      const requests = [
+        { subject_id: text, action: 'read', resource_id: uuid },
+        { subject_id: uuid, action: text, resource_id: uuid, context: { [text]: text } },
+        { subject_id: uuid, action: 'read', object_kind: text, object_id: text },
+        { subject_id: uuid, action: 'read', object_kind: 'platform', object_id: text, resource_id: text },
+      ];
+      for (const req of requests) {
+        const md = new grpc.Metadata();
+        if (authorization) md.set('authorization', authorization);
+        const err = await new Promise<grpc.ServiceError | null>((resolve) => client.Check(req, md, (e) => resolve(e)));
+        if (err && (err.code === grpc.status.INTERNAL || err.code === grpc.status.UNKNOWN)) failures.push(`${JSON.stringify(req).slice(0, 80)}: ${err.code} ${err.details}`);
+      }
+    }
+  }
+  t.same(failures, [], 'no INTERNAL or UNKNOWN');
 });
 
 t.test('every HTTP route, malformed paths, bodies and headers: never a 5xx, never down', async (t) => {
