@@ -109,8 +109,11 @@ export interface PreparedCheck {
 export interface CheckRuntime {
   check(principal: Principal, input: CheckInput, requestId: string | null): Promise<Decision>;
   prepare(input: CheckInput): PreparedCheck;
-  /** The answer without waiting when everything it needs is memoised (then audited like check); else undefined. */
-  checkNow(principal: Principal, check: PreparedCheck, requestId: string | null): Decision | undefined;
+  /**
+   * check for a prepared input: the decision itself, with no promise, when everything it needs is
+   * memoised (the hot path writes its reply from the request's own callback); a promise otherwise.
+   */
+  checkPrepared(principal: Principal, check: PreparedCheck, requestId: string | null): Decision | Promise<Decision>;
   bulk(principal: Principal, input: Omit<CheckInput, 'action'> & { actions: string[] }, requestId: string | null): Promise<Record<string, { allowed: boolean; reason: string }>>;
   explain(principal: Principal, input: CheckInput, requestId: string | null): Promise<Explanation>;
 }
@@ -192,19 +195,22 @@ export function createCheckRuntime(authz: AuthzService): CheckRuntime {
     return memo.decision;
   }
 
+  function checkPrepared(principal: Principal, check: PreparedCheck, requestId: string | null): Decision | Promise<Decision> {
+    const now = checkNow(principal, check, requestId);
+    if (now) return now;
+    const input = check.input;
+    return (async () => {
+      const { tenantId, ceiling } = await admit(principal, input.subjectId, input.object);
+      const decision = await authz.check(request(input, input.action, ceiling));
+      authz.checkAudit.recordCheck(principal, input.subjectId, input.action, input.object, tenantId, decision, requestId);
+      return decision;
+    })();
+  }
+
   return {
     prepare,
-    checkNow,
-    check(principal, input, requestId) {
-      const now = checkNow(principal, prepare(input), requestId);
-      if (now) return Promise.resolve(now);
-      return (async () => {
-        const { tenantId, ceiling } = await admit(principal, input.subjectId, input.object);
-        const decision = await authz.check(request(input, input.action, ceiling));
-        authz.checkAudit.recordCheck(principal, input.subjectId, input.action, input.object, tenantId, decision, requestId);
-        return decision;
-      })();
-    },
+    checkPrepared,
+    check: async (principal, input, requestId) => checkPrepared(principal, prepare(input), requestId),
     async bulk(principal, input, requestId) {
       const { tenantId, ceiling } = await admit(principal, input.subjectId, input.object);
       const results: Record<string, { allowed: boolean; reason: string }> = {};

@@ -76,8 +76,8 @@ export function registerAuthzRoutes(server: HttpServer, deps: { runtime: CheckRu
   const check = (principal: Principal, p: PreparedCheck, requestId: string): HttpReply | Promise<HttpReply> => {
     // Devices and services call this on every request: with the token, the object, the caller's gate and
     // the answer memoised, the reply is written from within the request's own callback, no promise made.
-    const now = runtime.checkNow(principal, p, requestId);
-    return now ? checkReply(now) : runtime.check(principal, p.input, requestId).then(checkReply);
+    const decision = runtime.checkPrepared(principal, p, requestId);
+    return decision instanceof Promise ? decision.then(checkReply) : checkReply(decision);
   };
   server.route('POST', '/authz/check', (req) => {
     const caller = bearerCaller(req.headers, auth);
