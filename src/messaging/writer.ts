@@ -93,8 +93,11 @@ export function createWriter(url: string, settings: WriterSettings, log: Logger,
   /**
    * Closed-loop clients (each waiting for its acknowledgement before sending again) come back together
    * right after a commit: flushing the first arrivals at once would halve every batch. So a free writer
-   * waits, at most batchWaitMs, until 3/4 of the recent peak of outstanding messages wait; a lone
-   * publisher (a peak of one) never waits. setImmediate gathers what arrived in the same I/O phase.
+   * waits, at most batchWaitMs, until as many messages wait as were outstanding at the recent peak (less
+   * those other connections are writing); a lone publisher (a peak of one) never waits. Waiting for the
+   * whole peak rather than most of it keeps the stragglers of one round out of a batch of their own: at
+   * 64 closed-loop publishers, 62-66 rows per commit instead of 45-53 (bench ingest-http-1).
+   * setImmediate gathers what arrived in the same I/O phase.
    */
   function schedule(): void {
     if (scheduled || queue.length === 0 || idle.length === 0) return;
@@ -107,8 +110,10 @@ export function createWriter(url: string, settings: WriterSettings, log: Logger,
     }
   }
 
+  /** The recent peak of outstanding messages, less those other connections are writing now. */
   function fillTarget(): number {
-    return Math.min(settings.batchSize, Math.max(1, Math.floor(Math.max(peakNow, peakPrev) * 0.75)));
+    const writing = queued - waitingRows;
+    return Math.min(settings.batchSize, Math.max(1, Math.max(peakNow, peakPrev) - writing));
   }
 
   /**

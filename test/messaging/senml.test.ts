@@ -108,6 +108,15 @@ t.test('validation names the record and the field', async (t) => {
   fails(t, [{ bver: 12, n: 'a', v: 1 }], "record 0: field 'bver' is 12; this service supports SenML versions up to 10");
   fails(t, [{ n: 'a', v: 1, bver: 10 }, { n: 'b', v: 1, bver: 9 }], "record 1: field 'bver' must be the same in every record of a pack");
   fails(t, [{ n: 'a', v: 1, x_: 1 }], "record 0: field 'x_' is a must-understand field this service does not support");
+  // The same label spelled with JSON escapes, and after records that hold none: still found.
+  fails(t, '[{"n":"a","v":1},{"n":"b","v":1,"x\\u005f":1}]', "record 1: field 'x_' is a must-understand field this service does not support");
+  fails(t, '[{"n":"a","v":1,"x_\\u0022":1,"y\\u005f":2}]', "record 0: field 'y_' is a must-understand field this service does not support");
+  // Labels that only look close ('_' inside, an escaped quote after '_' in a value) are ignored.
+  t.equal(parseSenml('[{"n":"a","v":1,"x_y":1,"l":"a_\\"b"}]', ctx, limits, NOW).length, 1);
+  // Non-ASCII printable units take the long check; a unit with a control character does not pass it.
+  t.equal(parse([{ n: 'a', u: '°C', v: 1 }])[0]?.unit, '°C');
+  fails(t, [{ n: 'a', u: 'a\u0007', v: 1 }], "record 0: field 'u' must be printable text");
+  fails(t, [{ n: 'é', v: 1 }], /record 0: field 'n' resolves to 'é'/);
   fails(t, [{ n: 'a', vs: 'a\u0000b' }], "record 0: field 'vs' must not contain NUL characters");
   fails(t, [{ n: 'a', u: 'a\nb', v: 1 }], "record 0: field 'u' must be printable text");
   fails(t, [{ n: 'a', vd: 'aGk=' }], "record 0: field 'vd' must be base64url data without padding");
