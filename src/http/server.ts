@@ -22,7 +22,6 @@ function nextRequestId(): string {
 }
 const LARGE_BODY = 64 * 1024;
 
-
 /** What a route's requests are read with, worked out once when it is registered. */
 interface RouteShape {
   method: HttpMethod;

@@ -96,7 +96,7 @@ export function createWriter(url: string, settings: WriterSettings, log: Logger,
    * waits, at most batchWaitMs, until as many messages wait as were outstanding at the recent peak (less
    * those other connections are writing); a lone publisher (a peak of one) never waits. Waiting for the
    * whole peak rather than most of it keeps the stragglers of one round out of a batch of their own: at
-   * 64 closed-loop publishers, 62-66 rows per commit instead of 45-53 (bench ingest-http-1).
+   * 64 closed-loop publishers, 62-67 rows per commit instead of 45-53 (bench ingest-http-1).
    * setImmediate gathers what arrived in the same I/O phase.
    */
   function schedule(): void {

@@ -1,25 +1,12 @@
 import postgres from 'postgres';
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { createAuditWriter } from '../../src/audit/writer.js';
-import { migrate } from '../../src/db/migrate.js';
-import { migrationsDir } from '../../src/paths.js';
 import { createTestDatabase } from '../helpers/database.js';
+import { migratedDatabase } from '../helpers/migrated.js';
 import { testLogger } from '../helpers/service.js';
 
-/** A fresh database with the migrations applied, dropped when the test ends. */
-async function migratedDatabase(t: Test) {
-  const db = await createTestDatabase();
-  const sql = postgres(db.url, { max: 2, onnotice: () => undefined });
-  t.teardown(async () => {
-    await sql.end();
-    await db.drop();
-  });
-  await migrate(sql as never, migrationsDir, testLogger());
-  return sql;
-}
-
 t.test('events are written in batches with their fields', async (t) => {
-  const sql = await migratedDatabase(t);
+  const { sql } = await migratedDatabase(t);
   const audit = createAuditWriter(sql as never, { batchSize: 100, flushIntervalMs: 50, maxQueue: 1000 }, testLogger());
   const tenant = '6a1e3b52-47b1-4ad6-9a8e-6a3cf1b0c001';
   for (let i = 0; i < 250; i++) {
@@ -55,7 +42,7 @@ t.test('a failing audit write never throws into or delays the caller', async (t)
 });
 
 t.test('an event the database could not store never blocks the ones behind it', async (t) => {
-  const sql = await migratedDatabase(t);
+  const { sql } = await migratedDatabase(t);
   const audit = createAuditWriter(sql as never, { batchSize: 50, flushIntervalMs: 20, maxQueue: 1000 }, testLogger());
   // A client's input quoted into an event: NUL and a lone surrogate, which PostgreSQL's jsonb and text refuse.
   audit.record({ event: 'test.quoted', outcome: 'deny', targetId: 'id\u0000x', details: { identifier: 'a\u0000b', name: 'x\ud800y', ['k\u0000']: ['\udfff'] } });

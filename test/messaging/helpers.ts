@@ -1,6 +1,7 @@
 // Messaging fixtures: workspaces, channels, devices with shared keys and grants written as SQL, plus
 // publish/read helpers over the real listeners.
 import { randomBytes } from 'node:crypto';
+import type postgres from 'postgres';
 import { adminToken, insertEntity, insertTenant } from '../helpers/auth.js';
 import { gql, type TestService } from '../helpers/service.js';
 
@@ -73,4 +74,24 @@ export async function countRows(ts: TestService, channel?: string): Promise<numb
     ? await sql<{ n: number }[]>`select count(*)::int as n from messages`
     : await sql<{ n: number }[]>`select count(*)::int as n from messages where channel_id = ${channel}`;
   return row!.n;
+}
+
+/**
+ * Holds the messages table in an exclusive lock (a slow database: every batch waits behind it) until the
+ * returned release is called; release resolves once the lock is gone.
+ */
+export async function lockMessages(sql: Pick<postgres.Sql, 'begin'>): Promise<() => Promise<void>> {
+  let unlock!: () => void;
+  let locked!: () => void;
+  const isLocked = new Promise<void>((r) => { locked = r; });
+  const held = sql.begin(async (tx) => {
+    await tx`lock table messages in access exclusive mode`;
+    locked();
+    await new Promise<void>((r) => { unlock = r; });
+  });
+  await isLocked;
+  return async () => {
+    unlock();
+    await held;
+  };
 }

@@ -4,7 +4,7 @@ import postgres from 'postgres';
 import { adminUrl } from '../helpers/database.js';
 import { AUTH_ENV } from '../helpers/auth.js';
 import { startTestService } from '../helpers/service.js';
-import { countRows, publish, world } from './helpers.js';
+import { countRows, lockMessages, publish, world } from './helpers.js';
 
 
 t.test('writer connections terminated mid-load: 202 or 503 only, and every acknowledged message is stored', async (t) => {
@@ -94,19 +94,10 @@ t.test('a full queue answers 503 with Retry-After and stores only what it accept
   const ts = await startTestService(t, { ...AUTH_ENV, SVC_MESSAGING_MAX_QUEUE: '5' });
   const w = await world(ts, 'ws-queue');
   // A slow database: the table is locked, so the first batch waits and later publishes pile up behind it.
-  let release!: () => void;
-  let locked!: () => void;
-  const isLocked = new Promise<void>((r) => { locked = r; });
-  const held = ts.service.sql.begin(async (tx) => {
-    await tx`lock table messages in access exclusive mode`;
-    locked();
-    await new Promise<void>((r) => { release = r; });
-  });
-  await isLocked;
+  const release = await lockMessages(ts.service.sql);
   const pending = Array.from({ length: 12 }, (_, i) => publish(ts, w.ws, w.channel, w.publisher.key, [{ n: `q${i}`, v: i }]));
   await new Promise((r) => setTimeout(r, 500));
-  release();
-  await held;
+  await release();
   const results = await Promise.all(pending);
   const statuses = results.map((r) => r.status);
   t.equal(statuses.filter((s) => s === 202).length, 5, `five accepted: ${statuses}`);
@@ -129,15 +120,7 @@ t.test('shutdown with publishes in flight: the listeners drain, the writer commi
   const check = postgres(ts.db.url, { max: 1, onnotice: () => undefined });
   t.teardown(() => check.end());
   // Hold the writer on a locked table so the publishes are still in flight when the stop begins.
-  let release!: () => void;
-  let locked!: () => void;
-  const isLocked = new Promise<void>((r) => { locked = r; });
-  const held = check.begin(async (tx) => {
-    await tx`lock table messages in access exclusive mode`;
-    locked();
-    await new Promise<void>((r) => { release = r; });
-  });
-  await isLocked;
+  const release = await lockMessages(check);
   const acked: string[] = [];
   const sent = Array.from({ length: 40 }, async (_, i) => {
     const res = await publish(ts, w.ws, w.channel, w.publisher.key, [{ n: `s${i}`, v: i }]);
@@ -147,8 +130,7 @@ t.test('shutdown with publishes in flight: the listeners drain, the writer commi
   while (ts.service.messaging.stats().queued < 40) await new Promise((r) => setTimeout(r, 10));
   const stopped = ts.service.stop();
   await new Promise((r) => setTimeout(r, 200));
-  release();
-  await held;
+  await release();
   await stopped;
   await Promise.all(sent);
   t.equal(acked.length, 40, 'the publishes in flight were answered 202 during the drain');

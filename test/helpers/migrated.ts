@@ -1,0 +1,19 @@
+// A fresh database with the service's migrations applied, for tests of one module against real
+// PostgreSQL without starting the whole service; dropped when the test ends.
+import postgres from 'postgres';
+import type { Test } from 'tap';
+import { migrate } from '../../src/db/migrate.js';
+import { migrationsDir } from '../../src/paths.js';
+import { createTestDatabase } from './database.js';
+import { testLogger } from './service.js';
+
+export async function migratedDatabase(t: Test): Promise<{ url: string; sql: postgres.Sql }> {
+  const db = await createTestDatabase();
+  const sql = postgres(db.url, { max: 2, onnotice: () => undefined });
+  t.teardown(async () => {
+    await sql.end();
+    await db.drop();
+  });
+  await migrate(sql as never, migrationsDir, testLogger());
+  return { url: db.url, sql };
+}

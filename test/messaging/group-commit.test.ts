@@ -1,0 +1,83 @@
+// Group commit's batching against real PostgreSQL, on the writer alone: closed-loop publishers share
+// one batch per round, a lone publisher never waits, and a writer connection does not wait for rows
+// another connection is already writing.
+import { randomUUID } from 'node:crypto';
+import t, { type Test } from 'tap';
+import { createWriter, type WriterSettings } from '../../src/messaging/writer.js';
+import type { StoredMessage } from '../../src/messaging/types.js';
+import { migratedDatabase } from '../helpers/migrated.js';
+import { testLogger } from '../helpers/service.js';
+import { lockMessages } from './helpers.js';
+
+const WORKSPACE = randomUUID();
+const CHANNEL = randomUUID();
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function message(name: string): StoredMessage {
+  return {
+    channel: CHANNEL, publisher: WORKSPACE, protocol: 'http', subtopic: null, name, unit: null, time: 1_800_000_000, value: 1,
+    stringValue: null, boolValue: null, dataValue: null, sum: null, updateTime: null,
+  };
+}
+
+async function writerOn(t: Test, settings: Partial<WriterSettings>) {
+  const { url, sql } = await migratedDatabase(t);
+  const writer = createWriter(url, {
+    batchSize: 2000, batchWaitMs: 2, connections: 1, maxQueue: 10_000, writeTimeoutMs: 5000, connectTimeoutSecs: 5, ...settings,
+  }, testLogger(), () => undefined);
+  t.teardown(() => writer.close());
+  return { writer, sql };
+}
+
+t.test('closed-loop publishers coming back at different moments share one batch per round', async (t) => {
+  // A long wait bound, so only the fill rule decides when a batch goes: flushing at most of the
+  // publishers would leave each round's stragglers a batch of their own.
+  const { writer, sql } = await writerOn(t, { batchWaitMs: 200 });
+  const publishers = 24;
+  const rounds = 15;
+  // A first round all at once, so the writer has seen its peak of 24 outstanding publishes.
+  await Promise.all(Array.from({ length: publishers }, (_, p) => writer.write(WORKSPACE, [message(`p${p}`)], null)));
+  const before = writer.stats();
+  const publisher = async (p: number) => {
+    for (let r = 0; r < rounds; r++) {
+      await sleep((p * 7 + r * 3) % 5); // back after 0-4 ms, each at its own moment
+      await writer.write(WORKSPACE, [message(`p${p}r${r}`)], null);
+    }
+  };
+  await Promise.all(Array.from({ length: publishers }, (_, p) => publisher(p)));
+  const after = writer.stats();
+  const stored = after.stored - before.stored;
+  const batches = after.batches - before.batches;
+  t.equal(stored, publishers * rounds);
+  t.equal(after.committed, publishers * (rounds + 1));
+  const [{ n }] = await sql<[{ n: number }]>`select count(*)::int as n from messages where channel_id = ${CHANNEL}`;
+  t.equal(n, publishers * (rounds + 1), 'every acknowledged message is stored');
+  t.ok(stored / batches >= publishers * 0.9, `${(stored / batches).toFixed(1)} rows per batch for ${publishers} publishers`);
+});
+
+t.test('a lone publisher does not wait for company', async (t) => {
+  const { writer } = await writerOn(t, { batchWaitMs: 2000 });
+  const started = Date.now();
+  for (let i = 0; i < 5; i++) await writer.write(WORKSPACE, [message(`alone${i}`)], null);
+  const elapsed = Date.now() - started;
+  t.ok(elapsed < 1500, `five publishes one after another took ${elapsed} ms (the wait bound is 2000 ms each)`);
+  t.equal(writer.stats().batches, 5);
+});
+
+t.test('a free connection does not wait for rows another connection is writing', async (t) => {
+  const { writer, sql } = await writerOn(t, { batchWaitMs: 2000, connections: 2 });
+  // Hold the table, so the first batch stays in flight on one connection.
+  const release = await lockMessages(sql);
+  const first = Array.from({ length: 8 }, (_, i) => writer.write(WORKSPACE, [message(`first${i}`)], null));
+  await sleep(50);
+  // The peak of outstanding messages is now 9, but 8 of them are being written: the ninth goes at once
+  // on the free connection instead of waiting up to 2 s for eight more.
+  const started = Date.now();
+  const ninth = writer.write(WORKSPACE, [message('ninth')], null);
+  await sleep(200);
+  await release();
+  await Promise.all([...first, ninth]);
+  const elapsed = Date.now() - started;
+  t.ok(elapsed < 1500, `the ninth publish committed after ${elapsed} ms`);
+  t.equal(writer.stats().batches, 2);
+});
