@@ -1,12 +1,12 @@
 // Owns the ingest floor: the least this stack (uWebSockets.js, postgres.js, PostgreSQL) can spend on one
 // HTTP publish stored durably. It reads the body, JSON-parses it, queues it, writes every queued publish
-// in one INSERT per batch (the service's statement, into the service's messages table) and answers 202
-// once that batch committed: no authentication, authorization, SenML validation or bookkeeping. The
-// service's CPU per message over this floor's, in the same run, is what the service itself adds.
-import { readFileSync } from 'node:fs';
+// in one INSERT per batch (the service's own batch builder and statement, from dist/, into the service's
+// messages table, counters included) and answers 202 once that batch committed: no authentication,
+// authorization, SenML validation or bookkeeping. The service's CPU per message over this floor's, in the
+// same run, is what the service itself adds.
 import { createRequire } from 'node:module';
 import { join, relative } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { repoRoot } from './paths.js';
 import { listenAndAnnounce, nativeUws } from './uws-server.js';
 
@@ -18,18 +18,19 @@ export const FLOOR_ENTRY = relative(repoRoot, selfPath);
 const WORKSPACE = '00000000-0000-4000-8000-00000000f100';
 const PUBLISHER = '00000000-0000-4000-8000-00000000f101';
 
-/** The messages table as the service's migration creates it, when the database does not have it yet. */
-async function ensureTable(sql) {
-  const [{ exists }] = await sql`select to_regclass('messages') is not null as exists`;
-  if (!exists) await sql.unsafe(readFileSync(join(repoRoot, 'sql', '0050_create_messages.sql'), 'utf8'));
-}
+/** A module of the built service (npm run build), the same code the service runs. */
+const built = (/** @type {string} */ path) => import(pathToFileURL(join(repoRoot, 'dist', 'src', path)).href);
 
 async function serveFloor() {
+  const { migrate } = await built('db/migrate.js');
+  const { buildBatch } = await built('messaging/batch-literals.js');
+  const { insertBatch } = await built('messaging/queries.js');
   // The service's own dependencies, so the floor runs the same versions.
   const uws = nativeUws('a floor');
   const postgres = createRequire(join(repoRoot, 'package.json'))('postgres');
   const sql = postgres(process.env.DATABASE_URL, { max: 1, prepare: true, fetch_types: false, onnotice: () => {} });
-  await ensureTable(sql);
+  const quiet = { info() {}, warn() {}, error() {}, debug() {} };
+  await migrate(sql, join(repoRoot, 'sql'), quiet);
 
   /** @type {{res: any, aborted: boolean, channel: string, record: any}[]} */
   let queue = [];
@@ -51,28 +52,21 @@ async function serveFloor() {
       process.exit(1);
     });
   };
+  // The record as stored, without the service's checks: name bn + n, time now + t.
   const insert = (jobs) => {
-    let p = '', names = '', units = '', times = '', values = '';
     const now = Date.now() / 1000;
-    for (let i = 0; i < jobs.length; i++) {
-      const s = i === 0 ? '' : ',';
-      const r = jobs[i].record;
-      p += `${s}1`;
-      names += `${s}"${r.bn ?? ''}${r.n ?? ''}"`;
-      units += `${s}"${r.u ?? ''}"`;
-      times += s + String(now + (r.t ?? 0));
-      values += s + String(r.v ?? 0);
-    }
-    return sql`insert into messages (workspace_id, channel_id, publisher_id, protocol, subtopic, name, unit, time, value)
-      select (${`{${WORKSPACE}}`}::uuid[])[m.p], (${`{${jobs[0].channel}}`}::uuid[])[m.p], (${`{${PUBLISHER}}`}::uuid[])[m.p],
-             (${'{http}'}::text[])[m.p], (${'{NULL}'}::text[])[m.p], m.name, m.unit, m.time, m.value
-      from unnest(${`{${p}}`}::int[], ${`{${names}}`}::text[], ${`{${units}}`}::text[], ${`{${times}}`}::float8[], ${`{${values}}`}::float8[])
-        as m(p, name, unit, time, value)`;
+    const items = jobs.map(({ channel, record: r }) => ({
+      workspaceId: WORKSPACE,
+      messages: [{
+        channel, publisher: PUBLISHER, protocol: 'http', subtopic: null, name: `${r.bn ?? ''}${r.n ?? ''}`, unit: r.u ?? null,
+        time: now + (r.t ?? 0), value: r.v ?? null, stringValue: null, boolValue: null, dataValue: null, sum: null,
+      }],
+    }));
+    return insertBatch(sql, buildBatch(items));
   };
 
   const app = uws
     .App()
-    // One channel per run (the scenario's): the batch takes the first publish's channel for all.
     .post('/http/m/:ws/c/:ch', (res, req) => {
       const job = { res, aborted: false, channel: req.getParameter(1), record: null };
       res.onAborted(() => {

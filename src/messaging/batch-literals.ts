@@ -53,6 +53,8 @@ export function buildBatch(items: readonly BatchItem[]): BatchLiterals {
   const sources = new Map<string, string>();
   let previous: StoredMessage | undefined;
   let number = '';
+  // Rows per channel for message_counts; a batch nearly always holds one or a few channels.
+  const perChannel = new Map<string, number>();
   for (let p = 0; p < items.length; p++) {
     const item = items[p] as BatchItem;
     const head = item.messages[0] as StoredMessage;
@@ -75,6 +77,7 @@ export function buildBatch(items: readonly BatchItem[]): BatchLiterals {
       }
     }
     previous = head;
+    perChannel.set(head.channel, (perChannel.get(head.channel) ?? 0) + item.messages.length);
     for (const m of item.messages) {
       const s = first ? '' : ',';
       first = false;
@@ -90,8 +93,19 @@ export function buildBatch(items: readonly BatchItem[]): BatchLiterals {
   return {
     workspaces: `{${workspaces}}`, channels: `{${channels}}`, publishers: `{${publishers}}`, protocols: `{${protocols}}`,
     subtopics: `{${subtopics}}`, publish: `{${publish}}`, names: `{${names}}`, units: `{${units}}`, times: `{${times}}`,
-    values: `{${values}}`, extra: extra ? buildExtra(items) : null,
+    values: `{${values}}`, extra: extra ? buildExtra(items) : null, counted: countedLiterals(perChannel),
   };
+}
+
+function countedLiterals(perChannel: ReadonlyMap<string, number>): BatchLiterals['counted'] {
+  let channels = '';
+  let messages = '';
+  for (const [channel, n] of perChannel) {
+    const sep = channels === '' ? '' : ',';
+    channels += sep + channel;
+    messages += sep + String(n);
+  }
+  return { channels: `{${channels}}`, messages: `{${messages}}` };
 }
 
 /** The rarer columns, built only for batches that need them. */

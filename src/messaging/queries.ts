@@ -21,28 +21,55 @@ export interface BatchLiterals {
   values: string;
   /** Only in batches where some record carries a string, boolean, data value, sum or update time. */
   extra: { strings: string; bools: string; data: string; sums: string; updateTimes: string } | null;
+  /** Per channel of the batch: its id and how many rows it adds (message_counts). */
+  counted: { channels: string; messages: string };
 }
 
-/** One statement per batch; the statement text is fixed, so each writer connection prepares it once. */
+/**
+ * The batch's rows per channel added to today's counters (UTC day of now(), the rows' received_at), in
+ * channel order so that two writers upserting the same channels lock them in the same order.
+ */
+function addCounts(sql: Queryable, b: BatchLiterals) {
+  return sql`
+    insert into message_counts (channel_id, day, messages)
+    select c.channel_id, (now() at time zone 'UTC')::date, c.messages
+    from unnest(${b.counted.channels}::uuid[], ${b.counted.messages}::int8[]) as c(channel_id, messages)
+    order by 1
+    on conflict (channel_id, day) do update set messages = message_counts.messages + excluded.messages`;
+}
+
+/**
+ * One statement per batch: the rows, and their counters in a CTE of the same statement, so both commit
+ * or neither does. The statement text is fixed, so each writer connection prepares it once. The arrays
+ * are unnested in the select list (ProjectSet, in step) rather than in FROM, which would first copy
+ * every row into a tuplestore.
+ */
 export function insertBatch(sql: Queryable, b: BatchLiterals) {
   if (b.extra === null) {
     return sql`
-      insert into messages (workspace_id, channel_id, publisher_id, protocol, subtopic, name, unit, time, value)
-      select (${b.workspaces}::uuid[])[m.p], (${b.channels}::uuid[])[m.p], (${b.publishers}::uuid[])[m.p],
-             (${b.protocols}::text[])[m.p], (${b.subtopics}::text[])[m.p], m.name, m.unit, m.time, m.value
-      from unnest(${b.publish}::int[], ${b.names}::text[], ${b.units}::text[], ${b.times}::float8[], ${b.values}::float8[])
-        as m(p, name, unit, time, value)`;
+      with stored as (
+        insert into messages (workspace_id, channel_id, publisher_id, protocol, subtopic, name, unit, time, value)
+        select (${b.workspaces}::uuid[])[m.p], (${b.channels}::uuid[])[m.p], (${b.publishers}::uuid[])[m.p],
+               (${b.protocols}::text[])[m.p], (${b.subtopics}::text[])[m.p], m.name, m.unit, m.time, m.value
+        from (select unnest(${b.publish}::int[]) as p, unnest(${b.names}::text[]) as name, unnest(${b.units}::text[]) as unit,
+                     unnest(${b.times}::float8[]) as time, unnest(${b.values}::float8[]) as value) m
+      )
+      ${addCounts(sql, b)}`;
   }
   const e = b.extra;
   return sql`
-    insert into messages (workspace_id, channel_id, publisher_id, protocol, subtopic, name, unit, time, value,
-                          string_value, bool_value, data_value, sum, update_time)
-    select (${b.workspaces}::uuid[])[m.p], (${b.channels}::uuid[])[m.p], (${b.publishers}::uuid[])[m.p],
-           (${b.protocols}::text[])[m.p], (${b.subtopics}::text[])[m.p], m.name, m.unit, m.time, m.value,
-           m.sv, m.bv, m.dv, m.sum, m.ut
-    from unnest(${b.publish}::int[], ${b.names}::text[], ${b.units}::text[], ${b.times}::float8[], ${b.values}::float8[],
-                ${e.strings}::text[], ${e.bools}::bool[], ${e.data}::text[], ${e.sums}::float8[], ${e.updateTimes}::float8[])
-      as m(p, name, unit, time, value, sv, bv, dv, sum, ut)`;
+    with stored as (
+      insert into messages (workspace_id, channel_id, publisher_id, protocol, subtopic, name, unit, time, value,
+                            string_value, bool_value, data_value, sum, update_time)
+      select (${b.workspaces}::uuid[])[m.p], (${b.channels}::uuid[])[m.p], (${b.publishers}::uuid[])[m.p],
+             (${b.protocols}::text[])[m.p], (${b.subtopics}::text[])[m.p], m.name, m.unit, m.time, m.value,
+             m.sv, m.bv, m.dv, m.sum, m.ut
+      from (select unnest(${b.publish}::int[]) as p, unnest(${b.names}::text[]) as name, unnest(${b.units}::text[]) as unit,
+                   unnest(${b.times}::float8[]) as time, unnest(${b.values}::float8[]) as value,
+                   unnest(${e.strings}::text[]) as sv, unnest(${e.bools}::bool[]) as bv, unnest(${e.data}::text[]) as dv,
+                   unnest(${e.sums}::float8[]) as sum, unnest(${e.updateTimes}::float8[]) as ut) m
+    )
+    ${addCounts(sql, b)}`;
 }
 
 export interface MessageRow {
@@ -84,8 +111,8 @@ export interface PageRow extends MessageRow {
 }
 
 /**
- * One round trip for a page and its total: newest measurement first (the (channel_id, time desc) index,
- * merged across partitions), and the total from the per-channel counters when unfiltered, or a count
+ * One round trip for a page and its total: newest measurement first (the (channel_id, time) index read
+ * backwards, merged across partitions), and the total from the per-channel counters when unfiltered, or a count
  * over the index when filtered. The left join keeps one row (with null columns) when the page is empty,
  * so the total still arrives.
  */

@@ -104,7 +104,7 @@ export function createMessaging(deps: MessagingDeps): MessagingService {
   // The reader's own connections with generic plans forced: a custom plan re-plans the merge across
   // every partition on each page (0.5 ms), and PostgreSQL would keep choosing custom plans by itself,
   // because a generic plan's LIMIT $n is costed as a tenth of the table. The generic plan is the right
-  // one for every page (index scans on (channel_id, time desc) merged by time).
+  // one for every page (backward index scans on (channel_id, time) merged by time).
   const readerSql = postgres(deps.url, {
     max: settings.reader.connections, fetch_types: false, idle_timeout: 60, connect_timeout: deps.connectTimeoutSecs,
     onnotice: () => undefined, connection: { application_name: 'svc-reader', plan_cache_mode: 'force_generic_plan' },

@@ -1,5 +1,5 @@
 // One batch's array literals: publishes share a source entry per device, channel, protocol and subtopic,
-// whether they follow each other or not, and each row points at its own source.
+// whether they follow each other or not, and each row points at its own source; rows are counted per channel.
 import t from 'tap';
 import { buildBatch, type BatchItem } from '../../src/messaging/batch-literals.js';
 import type { StoredMessage } from '../../src/messaging/types.js';
@@ -28,6 +28,8 @@ t.test('sources are shared by equal publishes, in a row or apart', async (t) => 
   t.equal(b.names, '{"a0","b0","c0","d0","e0","f0","g0","g1"}');
   t.equal(b.times, '{1700000000,1700000000,1700000000,1700000000,1700000000,1700000000,1700000000,1700000001}');
   t.equal(b.extra, null);
+  // Counters per channel, whatever the sources: CH1 has 7 rows (the 2-record publish counts 2), CH2 one.
+  t.same(b.counted, { channels: `{${CH1},${CH2}}`, messages: '{7,1}' });
 });
 
 t.test('a subtopic named like the absence of one is a source of its own', async (t) => {

@@ -1,6 +1,6 @@
 // Group commit's batching against real PostgreSQL, on the writer alone: closed-loop publishers share
 // one batch per round, a lone publisher never waits, and a writer connection does not wait for rows
-// another connection is already writing.
+// another connection is already writing; the per-channel counters move with the rows they count.
 import { randomUUID } from 'node:crypto';
 import t, { type Test } from 'tap';
 import { createWriter, type WriterSettings } from '../../src/messaging/writer.js';
@@ -80,4 +80,22 @@ t.test('a free connection does not wait for rows another connection is writing',
   const elapsed = Date.now() - started;
   t.ok(elapsed < 1500, `the ninth publish committed after ${elapsed} ms`);
   t.equal(writer.stats().batches, 2);
+});
+
+t.test('counters: each channel gains its rows in the statement that stores them; a refused publish adds neither', async (t) => {
+  const { writer, sql } = await writerOn(t, {});
+  const other = randomUUID();
+  // Written in one turn, the three publishes share one batch. The database refuses the third (its protocol
+  // breaks the table's check), so the batch stores nothing and each publish is retried alone.
+  const results = await Promise.allSettled([
+    writer.write(WORKSPACE, [message('a'), message('b'), message('c')], 'three'),
+    writer.write(WORKSPACE, [{ ...message('x'), channel: other }], 'one'),
+    writer.write(WORKSPACE, [{ ...message('bad'), channel: other, protocol: 'pigeon' as never }], 'refused'),
+  ]);
+  t.same(results.map((r) => r.status), ['fulfilled', 'fulfilled', 'rejected']);
+  t.equal(writer.stats().batches, 2, 'the two good publishes committed, each in a batch of its own after the refusal');
+  const counted = await sql<{ channel_id: string; counted: number; stored: number }[]>`
+    select c.channel_id, c.messages::int as counted, (select count(*)::int from messages m where m.channel_id = c.channel_id) as stored
+    from message_counts c where c.channel_id in (${CHANNEL}, ${other}) order by c.messages desc`;
+  t.same(counted, [{ channel_id: CHANNEL, counted: 3, stored: 3 }, { channel_id: other, counted: 1, stored: 1 }]);
 });
