@@ -55,11 +55,11 @@ function createServerKeeper() {
     stop,
     async ensure(scenario) {
       if (scenario.server === 'none') return null;
-      const key = scenario.server === 'service' ? `service ${JSON.stringify(Object.entries(scenario.env ?? {}).sort())}` : scenario.server;
+      const key = scenario.server === 'bare' ? 'bare' : `${scenario.server} ${JSON.stringify(Object.entries(scenario.env ?? {}).sort())}`;
       if (current?.key === key) return current.server;
       await stop();
       const server = scenario.server === 'bare' ? await startBareServer()
-        : scenario.server === 'ingest-floor' ? await startService({ entry: FLOOR_ENTRY })
+        : scenario.server === 'ingest-floor' ? await startService({ entry: FLOOR_ENTRY, env: scenario.env ?? {} })
         : await startService({ env: scenario.env ?? {} });
       current = { key, server };
       return server;

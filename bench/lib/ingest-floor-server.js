@@ -3,7 +3,9 @@
 // in one INSERT per batch (the service's own batch builder and statement, from dist/, into the service's
 // messages table, counters included) and answers 202 once that batch committed: no authentication,
 // authorization, SenML validation or bookkeeping. The service's CPU per message over this floor's, in the
-// same run, is what the service itself adds.
+// same run, is what the service itself adds. With FLOOR_REPLY_AFTER_MS set it stores nothing: each batch
+// is answered that many ms after it formed, as a commit would answer it (what uWS alone costs for a
+// publish that is read, parsed and answered from a later turn of the loop).
 import { createRequire } from 'node:module';
 import { join, relative } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -28,9 +30,10 @@ async function serveFloor() {
   // The service's own dependencies, so the floor runs the same versions.
   const uws = nativeUws('a floor');
   const postgres = createRequire(join(repoRoot, 'package.json'))('postgres');
+  const replyAfterMs = process.env.FLOOR_REPLY_AFTER_MS === undefined ? null : Number(process.env.FLOOR_REPLY_AFTER_MS);
   const sql = postgres(process.env.DATABASE_URL, { max: 1, prepare: true, fetch_types: false, onnotice: () => {} });
   const quiet = { info() {}, warn() {}, error() {}, debug() {} };
-  await migrate(sql, join(repoRoot, 'sql'), quiet);
+  if (replyAfterMs === null) await migrate(sql, join(repoRoot, 'sql'), quiet);
 
   /** @type {{res: any, aborted: boolean, channel: string, record: any}[]} */
   let queue = [];
@@ -54,6 +57,7 @@ async function serveFloor() {
   };
   // The record as stored, without the service's checks: name bn + n, time now + t.
   const insert = (jobs) => {
+    if (replyAfterMs !== null) return new Promise((resolve) => setTimeout(resolve, replyAfterMs));
     const now = Date.now() / 1000;
     const items = jobs.map(({ channel, record: r }) => ({
       workspaceId: WORKSPACE,

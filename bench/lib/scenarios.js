@@ -11,7 +11,7 @@ import { scenariosDir } from './paths.js';
  * @property {'bare'|'service'|'ingest-floor'|'none'} [server] what receives the load: the bare handler, the service
  *   (default for request scenarios), the ingest floor (bench/lib/ingest-floor-server.js) or nothing (default
  *   for run scenarios, which measure in-process code)
- * @property {Record<string,string>} [env] extra environment for the service; scenarios with equal env share one service
+ * @property {Record<string,string>} [env] extra environment for the service or the floor; scenarios with equal env share one
  * @property {{efficiency?: number, p99Us?: number}} [target] efficiency: at least this; p99Us: the p99 at most this (both must hold)
  * @property {number} [connections] the load this scenario is judged at (default: the run's); the bare handler is measured at it too
  * @property {(ctx: any) => unknown} [setup] runs in the bench process before load; its return value becomes ctx.data
