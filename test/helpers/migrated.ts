@@ -7,13 +7,14 @@ import { migrationsDir } from '../../src/paths.js';
 import { createTestDatabase } from './database.js';
 import { testLogger } from './service.js';
 
-export async function migratedDatabase(t: Test): Promise<{ url: string; sql: postgres.Sql }> {
+/** `dir`: another migrations directory (a test of an upgrade starts from the migrations up to a version). */
+export async function migratedDatabase(t: Test, dir = migrationsDir): Promise<{ url: string; sql: postgres.Sql }> {
   const db = await createTestDatabase();
   const sql = postgres(db.url, { max: 2, onnotice: () => undefined });
   t.teardown(async () => {
     await sql.end();
     await db.drop();
   });
-  await migrate(sql as never, migrationsDir, testLogger());
+  await migrate(sql as never, dir, testLogger());
   return { url: db.url, sql };
 }

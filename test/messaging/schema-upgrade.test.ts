@@ -5,13 +5,12 @@ import { randomUUID } from 'node:crypto';
 import { copyFile, mkdtemp, readdir } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import postgres from 'postgres';
 import t from 'tap';
 import { migrate } from '../../src/db/migrate.js';
 import { migrationsDir } from '../../src/paths.js';
 import { createWriter } from '../../src/messaging/writer.js';
 import type { StoredMessage } from '../../src/messaging/types.js';
-import { createTestDatabase } from '../helpers/database.js';
+import { migratedDatabase } from '../helpers/migrated.js';
 import { testLogger } from '../helpers/service.js';
 
 /** The migrations up to and including `last`, in a directory of their own. */
@@ -24,13 +23,7 @@ async function migrationsUpTo(last: string): Promise<string> {
 }
 
 t.test('messages counted by the old trigger keep their counts; new batches are counted once', async (t) => {
-  const db = await createTestDatabase();
-  const sql = postgres(db.url, { max: 2, onnotice: () => undefined });
-  t.teardown(async () => {
-    await sql.end();
-    await db.drop();
-  });
-  await migrate(sql as never, await migrationsUpTo('0050'), testLogger());
+  const { url, sql } = await migratedDatabase(t, await migrationsUpTo('0050'));
   const [ws, channel, publisher] = [randomUUID(), randomUUID(), randomUUID()];
   // Before the upgrade, a plain INSERT is counted by the trigger.
   await sql`insert into messages (workspace_id, channel_id, publisher_id, protocol, name, time, value)
@@ -46,7 +39,7 @@ t.test('messages counted by the old trigger keep their counts; new batches are c
   const [{ triggers }] = await sql<[{ triggers: number }]>`select count(*)::int as triggers from pg_trigger where tgrelid = 'messages'::regclass and not tgisinternal`;
   t.equal(triggers, 0, 'no trigger on messages');
 
-  const writer = createWriter(db.url, {
+  const writer = createWriter(url, {
     batchSize: 100, batchWaitMs: 0, connections: 1, maxQueue: 100, writeTimeoutMs: 5000, connectTimeoutSecs: 5,
   }, testLogger(), () => undefined);
   t.teardown(() => writer.close());
