@@ -38,38 +38,39 @@ function addCounts(sql: Queryable, b: BatchLiterals) {
     on conflict (channel_id, day) do update set messages = message_counts.messages + excluded.messages`;
 }
 
+/** Each row's source columns (workspace, channel, publisher, protocol, subtopic), by its source number. */
+function sourceColumns(sql: Queryable, b: BatchLiterals) {
+  return sql`(${b.workspaces}::uuid[])[m.p], (${b.channels}::uuid[])[m.p], (${b.publishers}::uuid[])[m.p],
+             (${b.protocols}::text[])[m.p], (${b.subtopics}::text[])[m.p]`;
+}
+
+/** The per-row arrays every batch has, unnested in step. */
+function rowArrays(sql: Queryable, b: BatchLiterals) {
+  return sql`unnest(${b.publish}::int[]) as p, unnest(${b.names}::text[]) as name, unnest(${b.units}::text[]) as unit,
+             unnest(${b.times}::float8[]) as time, unnest(${b.values}::float8[]) as value`;
+}
+
 /**
  * One statement per batch: the rows, and their counters in a CTE of the same statement, so both commit
- * or neither does. The statement text is fixed, so each writer connection prepares it once. The arrays
- * are unnested in the select list (ProjectSet, in step) rather than in FROM, which would first copy
- * every row into a tuplestore.
+ * or neither does. The statement text is fixed (one per shape, with or without the rarer columns), so
+ * each writer connection prepares it once. The arrays are unnested in the select list (ProjectSet, in
+ * step) rather than in FROM, which would first copy every row into a tuplestore.
  */
 export function insertBatch(sql: Queryable, b: BatchLiterals) {
-  if (b.extra === null) {
-    return sql`
-      with stored as (
-        insert into messages (workspace_id, channel_id, publisher_id, protocol, subtopic, name, unit, time, value)
-        select (${b.workspaces}::uuid[])[m.p], (${b.channels}::uuid[])[m.p], (${b.publishers}::uuid[])[m.p],
-               (${b.protocols}::text[])[m.p], (${b.subtopics}::text[])[m.p], m.name, m.unit, m.time, m.value
-        from (select unnest(${b.publish}::int[]) as p, unnest(${b.names}::text[]) as name, unnest(${b.units}::text[]) as unit,
-                     unnest(${b.times}::float8[]) as time, unnest(${b.values}::float8[]) as value) m
-      )
-      ${addCounts(sql, b)}`;
-  }
   const e = b.extra;
-  return sql`
-    with stored as (
-      insert into messages (workspace_id, channel_id, publisher_id, protocol, subtopic, name, unit, time, value,
-                            string_value, bool_value, data_value, sum, update_time)
-      select (${b.workspaces}::uuid[])[m.p], (${b.channels}::uuid[])[m.p], (${b.publishers}::uuid[])[m.p],
-             (${b.protocols}::text[])[m.p], (${b.subtopics}::text[])[m.p], m.name, m.unit, m.time, m.value,
-             m.sv, m.bv, m.dv, m.sum, m.ut
-      from (select unnest(${b.publish}::int[]) as p, unnest(${b.names}::text[]) as name, unnest(${b.units}::text[]) as unit,
-                   unnest(${b.times}::float8[]) as time, unnest(${b.values}::float8[]) as value,
-                   unnest(${e.strings}::text[]) as sv, unnest(${e.bools}::bool[]) as bv, unnest(${e.data}::text[]) as dv,
-                   unnest(${e.sums}::float8[]) as sum, unnest(${e.updateTimes}::float8[]) as ut) m
-    )
-    ${addCounts(sql, b)}`;
+  const rows = e === null
+    ? sql`
+        insert into messages (workspace_id, channel_id, publisher_id, protocol, subtopic, name, unit, time, value)
+        select ${sourceColumns(sql, b)}, m.name, m.unit, m.time, m.value
+        from (select ${rowArrays(sql, b)}) m`
+    : sql`
+        insert into messages (workspace_id, channel_id, publisher_id, protocol, subtopic, name, unit, time, value,
+                              string_value, bool_value, data_value, sum, update_time)
+        select ${sourceColumns(sql, b)}, m.name, m.unit, m.time, m.value, m.sv, m.bv, m.dv, m.sum, m.ut
+        from (select ${rowArrays(sql, b)},
+                     unnest(${e.strings}::text[]) as sv, unnest(${e.bools}::bool[]) as bv, unnest(${e.data}::text[]) as dv,
+                     unnest(${e.sums}::float8[]) as sum, unnest(${e.updateTimes}::float8[]) as ut) m`;
+  return sql`with stored as (${rows}) ${addCounts(sql, b)}`;
 }
 
 export interface MessageRow {
