@@ -7,13 +7,16 @@ import { measureScenario } from './lib/measure.js';
 import { startBareServer } from './lib/bare-server.js';
 import { FLOOR_ENTRY } from './lib/ingest-floor-server.js';
 import { startService, stopAllServices } from './lib/service.js';
-import { printTable, writeResult } from './lib/report.js';
+import { asRoundRow, poolRounds, printTable, writeResult } from './lib/report.js';
 import { repoRoot } from './lib/paths.js';
 
-const USAGE = `usage: node bench/run.js [scenario ...] [--duration 10] [--warmup 2] [--connections 64] [--strict] [--list]
+const USAGE = `usage: node bench/run.js [scenario ...] [--duration 10] [--warmup 2] [--connections 64] [--rounds 1] [--strict] [--list]
   Measures the bare uWS handler first (the efficiency baseline), then each scenario (default: all).
   --connections  for every scenario; without it a scenario runs at its own count (default 64), and the
                  bare handler is measured again at each other count used, so a ratio never mixes loads
+  --rounds  measure each load scenario this many times, each round right after a bare round of its own,
+            and judge the pooled rounds (CPU and requests summed): drift of a shared machine then
+            reaches both sides of the ratio alike
   --strict  exit 1 when a scenario misses its target (a miss is otherwise only reported)`;
 const DEFAULT_CONNECTIONS = 64;
 
@@ -24,6 +27,7 @@ function readOptions() {
       duration: { type: 'string', default: '10' },
       warmup: { type: 'string', default: '2' },
       connections: { type: 'string' },
+      rounds: { type: 'string', default: '1' },
       strict: { type: 'boolean', default: false },
       list: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
@@ -32,34 +36,44 @@ function readOptions() {
   const explicit = values.connections !== undefined;
   const numbers = {
     durationSeconds: Number(values.duration), warmupSeconds: Number(values.warmup), connections: Number(values.connections ?? DEFAULT_CONNECTIONS),
+    rounds: Number(values.rounds),
   };
   for (const [k, v] of Object.entries(numbers)) {
     if (!Number.isFinite(v) || v < 0 || (k !== 'warmupSeconds' && v <= 0)) throw new Error(`bad --${k}: ${v}\n${USAGE}`);
   }
+  if (!Number.isInteger(numbers.rounds)) throw new Error(`bad --rounds: ${numbers.rounds} (a whole number)\n${USAGE}`);
   numbers.connections = Math.floor(numbers.connections);
   return { ...numbers, explicitConnections: explicit, names: positionals, strict: values.strict, list: values.list, help: values.help };
 }
 
 /**
  * Servers are started lazily and kept while consecutive scenarios need the same one (same kind, same env).
+ * The bare handler is kept apart for the whole run (idle, it costs nothing), so a round of bare between
+ * two rounds of a scenario does not restart the service.
  * @returns {{ensure: (s: import('./lib/scenarios.js').Scenario) => Promise<any>, stop: () => Promise<void>}}
  */
 function createServerKeeper() {
   /** @type {{key: string, server: any} | null} */
   let current = null;
-  const stop = async () => {
+  /** @type {any} */
+  let bare = null;
+  const stopCurrent = async () => {
     if (current) await current.server.stop();
     current = null;
   };
   return {
-    stop,
+    async stop() {
+      await stopCurrent();
+      if (bare) await bare.stop();
+      bare = null;
+    },
     async ensure(scenario) {
       if (scenario.server === 'none') return null;
-      const key = scenario.server === 'bare' ? 'bare' : `${scenario.server} ${JSON.stringify(Object.entries(scenario.env ?? {}).sort())}`;
+      if (scenario.server === 'bare') return (bare ??= await startBareServer());
+      const key = `${scenario.server} ${JSON.stringify(Object.entries(scenario.env ?? {}).sort())}`;
       if (current?.key === key) return current.server;
-      await stop();
-      const server = scenario.server === 'bare' ? await startBareServer()
-        : scenario.server === 'ingest-floor' ? await startService({ entry: FLOOR_ENTRY, env: scenario.env ?? {} })
+      await stopCurrent();
+      const server = scenario.server === 'ingest-floor' ? await startService({ entry: FLOOR_ENTRY, env: scenario.env ?? {} })
         : await startService({ env: scenario.env ?? {} });
       current = { key, server };
       return server;
@@ -74,8 +88,8 @@ function readRunInfo(/** @type {ReturnType<typeof readOptions>} */ opts) {
   } catch {
     // a fresh repository without commits still benchmarks
   }
-  const { durationSeconds, warmupSeconds, connections } = opts;
-  return { at: new Date().toISOString(), commit, node: process.version, durationSeconds, warmupSeconds, connections };
+  const { durationSeconds, warmupSeconds, connections, rounds } = opts;
+  return { at: new Date().toISOString(), commit, node: process.version, durationSeconds, warmupSeconds, connections, rounds };
 }
 
 async function main() {
@@ -103,16 +117,36 @@ async function main() {
   const baselines = new Map();
   let failures = 0;
   const connectionsOf = (/** @type {any} */ scenario) => (opts.explicitConnections ? opts.connections : (scenario.connections ?? opts.connections));
-  /** @param {string} label @param {any} entry @param {number} connections */
-  const measure = async (label, entry, connections) => {
+  /** @param {string} label @param {any} entry @param {number} connections @param {number | null} baseline */
+  const measureOnce = async (label, entry, connections, baseline) => {
     const target = await keeper.ensure(entry.scenario);
-    const result = await measureScenario(entry, target, { ...opts, connections }, baselines.get(connections) ?? null);
+    const result = await measureScenario(entry, target, { ...opts, connections }, baseline);
     result.scenario = label;
     result.connections = connections;
-    if (entry.scenario.name === 'bare') baselines.set(connections, result.serverCpuPerRequestUs);
-    results.push(result);
-    writeResult(result, { ...runInfo, connections });
     console.error(`bench: ${label} done (${Math.round(result.reqPerSec)} req/s)`);
+    return result;
+  };
+  /** @param {any} result */
+  const record = (result) => {
+    results.push(result);
+    writeResult(result, { ...runInfo, connections: result.connections });
+  };
+  /** @param {string} label @param {any} entry @param {number} connections */
+  const measure = async (label, entry, connections) => {
+    const result = await measureOnce(label, entry, connections, baselines.get(connections) ?? null);
+    if (entry.scenario.name === 'bare') baselines.set(connections, result.serverCpuPerRequestUs);
+    record(result);
+  };
+  /** Rounds of (bare, scenario), each scenario round against the bare round just before it; then the pool. */
+  const measureRounds = async (/** @type {string} */ name, /** @type {any} */ entry, /** @type {number} */ connections) => {
+    const pairs = [];
+    for (let round = 1; round <= opts.rounds; round++) {
+      const base = await measureOnce(`bare@${connections} #${round}`, bare, connections, null);
+      const own = await measureOnce(`${name} #${round}`, entry, connections, base.serverCpuPerRequestUs);
+      results.push(base, asRoundRow(own));
+      pairs.push({ base, own });
+    }
+    record(poolRounds(entry.scenario, pairs, connections));
   };
   console.error(`bench: ${order.join(', ')}; warm-up ${opts.warmupSeconds} s, window ${opts.durationSeconds} s, ${opts.connections} connections`);
   try {
@@ -120,6 +154,10 @@ async function main() {
       const entry = /** @type {NonNullable<ReturnType<typeof scenarios.get>>} */ (scenarios.get(name));
       const connections = name === 'bare' ? opts.connections : connectionsOf(entry.scenario);
       try {
+        if (opts.rounds > 1 && name !== 'bare' && entry.scenario.server !== 'none') {
+          await measureRounds(name, entry, connections);
+          continue;
+        }
         // Without a baseline at this load no efficiency means anything: measure the bare handler there first.
         if (name !== 'bare' && !baselines.has(connections)) await measure(`bare@${connections}`, bare, connections);
         await measure(name, entry, connections);

@@ -68,6 +68,58 @@ export function buildResult(scenario, load, cpu, baselineCpuPerRequestUs) {
   };
 }
 
+/**
+ * A scenario's single round as a table row: its efficiency is against its own bare round, and only the
+ * pooled row carries a verdict.
+ * @param {ScenarioResult} result
+ */
+export function asRoundRow(result) {
+  return { ...result, verdict: null };
+}
+
+/**
+ * Pool rounds of (bare, scenario): CPU seconds and requests summed on each side, so the efficiency is
+ * the ratio of the two totals, not a mean of ratios a single noisy round could swing. Latency is the
+ * worst round's (p99, max) and the middle round's p50; each round's own figures stay in `rounds`.
+ * @param {{name: string, description?: string, target?: {efficiency?: number, p99Us?: number}}} scenario
+ * @param {{base: ScenarioResult, own: ScenarioResult & Record<string, unknown>}[]} pairs
+ * @param {number} connections
+ */
+export function poolRounds(scenario, pairs, connections) {
+  const bases = pairs.map((p) => p.base);
+  const owns = pairs.map((p) => p.own);
+  const total = (/** @type {ScenarioResult[]} */ rs, /** @type {(r: ScenarioResult) => number} */ f) => rs.reduce((a, r) => a + f(r), 0);
+  /** @type {Record<string, number>} */
+  const serverCpuSeconds = {};
+  for (const r of owns) for (const [group, secs] of Object.entries(r.serverCpuSeconds)) serverCpuSeconds[group] = (serverCpuSeconds[group] ?? 0) + secs;
+  const baseRequests = total(bases, (r) => r.requests);
+  const baselineUs = baseRequests > 0 ? (total(bases, (r) => sumValues(r.serverCpuSeconds) ?? 0) / baseRequests) * 1e6 : null;
+  const requests = total(owns, (r) => r.requests);
+  const wallSeconds = total(owns, (r) => r.wallSeconds);
+  const worst = (/** @type {(r: ScenarioResult) => number|null} */ f) => {
+    const values = owns.map(f).filter((v) => v !== null && v !== undefined);
+    return values.length ? Math.max(.../** @type {number[]} */ (values)) : null;
+  };
+  const p50s = owns.map((r) => r.p50Us).filter((v) => v !== null).sort((a, b) => /** @type {number} */ (a) - /** @type {number} */ (b));
+  const load = {
+    requests,
+    wallSeconds,
+    reqPerSec: wallSeconds > 0 ? requests / wallSeconds : 0,
+    p50Us: p50s.length ? p50s[Math.floor(p50s.length / 2)] : null,
+    p99Us: worst((r) => r.p99Us),
+    maxUs: worst((r) => r.maxUs),
+    errors: total(owns, (r) => r.errors),
+    generatorCpuShare: wallSeconds > 0 ? total(owns, (r) => (r.generatorCpuShare ?? 0) * r.wallSeconds) / wallSeconds : null,
+    otherCpuSeconds: total(owns, (r) => r.otherCpuSeconds ?? 0),
+    serverCpuSeconds,
+    rounds: pairs.map(({ base, own }) => ({
+      baselineCpuPerRequestUs: base.serverCpuPerRequestUs, serverCpuPerRequestUs: own.serverCpuPerRequestUs,
+      efficiency: own.efficiency, reqPerSec: own.reqPerSec, p99Us: own.p99Us, errors: own.errors,
+    })),
+  };
+  return { ...buildResult(scenario, load, null, baselineUs), connections };
+}
+
 /** @param {number|null|undefined} v @param {number} digits */
 const fmt = (v, digits = 0) => (v === null || v === undefined || Number.isNaN(v) ? '-' : v.toFixed(digits));
 
@@ -117,6 +169,8 @@ export function printTable(results, print = console.log) {
   for (const r of results) {
     const detail = { ...(/** @type {any} */ (r).non2xx ?? {}), ...(/** @type {any} */ (r).transportErrors ?? {}) };
     if (r.errors > 0) print(`  ${r.scenario}: ${r.errors} errors ${JSON.stringify(detail)}`);
+    const rounds = /** @type {any} */ (r).rounds;
+    if (rounds) print(`  ${r.scenario}: ${rounds.length} rounds, efficiency ${rounds.map((/** @type {any} */ x) => fmt(x.efficiency, 2)).join(' / ')}, pooled ${fmt(r.efficiency, 2)}`);
     const logLines = /** @type {any} */ (r).serviceLogLines;
     if (logLines > 0) print(`  ${r.scenario}: the service wrote ${logLines} log lines during the window (logging costs CPU)`);
   }
