@@ -2,6 +2,7 @@ import t from 'tap';
 import { ADMIN_ID, accessTokenFor, adminToken, insertEntity, startAuthService, tokenFor } from '../helpers/auth.js';
 import postgres from 'postgres';
 import { gql } from '../helpers/service.js';
+import { waitUntil } from '../helpers/wait.js';
 
 const CREATE = `mutation ($input: CreateAccessTokenInput!) { createAccessToken(input: $input) { credentialId token name description expiresAt } }`;
 const LIST = `query ($s: ID, $status: String) { accessTokens(subjectId: $s, status: $status) { total items {
@@ -44,7 +45,7 @@ t.test('unscoped tokens: exact format, shown once, act as the owner, revocation 
   const expiring = await accessTokenFor(ts, admin);
   t.ok((await gql(ts.url(), LIST, {}, expiring.token)).body.data, 'works (and is cached)');
   await ts.service.sql`update credentials set expires_at = now() - interval '1 second' where id = ${expiring.credentialId}`;
-  await waitFor(async () => (await gql(ts.url(), LIST, {}, expiring.token)).body.errors?.[0].extensions.details.reason === 'expired_token');
+  await waitUntil(async () => (await gql(ts.url(), LIST, {}, expiring.token)).body.errors?.[0].extensions.details.reason === 'expired_token');
   t.pass('an expired token is refused');
 });
 
@@ -150,11 +151,3 @@ t.test('last use is recorded in batches, not per request', async (t) => {
   const [row] = await sql<{ last_used_at: Date | null }[]>`select last_used_at from credentials where id = ${token.credentialId}`;
   t.ok(row?.last_used_at, 'written when the service stops (and every 30 s while it runs)');
 });
-
-async function waitFor(check: () => Promise<boolean>, ms = 3000): Promise<void> {
-  const until = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > until) throw new Error('condition not reached in time');
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}

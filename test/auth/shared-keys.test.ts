@@ -1,6 +1,7 @@
 import t from 'tap';
 import { adminToken, insertEntity, insertTenant, login, startAuthService } from '../helpers/auth.js';
 import { gql } from '../helpers/service.js';
+import { waitUntil } from '../helpers/wait.js';
 
 const CREATE_KEY = `mutation ($id: ID!, $input: CreateSharedKeyInput) { createSharedKey(entityId: $id, input: $input) { credentialId key expiresAt } }`;
 const CREDS = `query ($id: ID!) { credentials(entityId: $id) { total items { id kind status expiresAt } } }`;
@@ -47,23 +48,15 @@ t.test('shared keys: non-human only, returned once, device authentication and sh
   const soon = (await gql(ts.url(), CREATE_KEY, { id: device, input: { expiresAt: new Date(Date.now() + 60_000).toISOString() } }, admin)).body.data!.createSharedKey;
   t.ok(await ts.service.auth.authenticateDeviceKey(soon.key), 'valid before expiry (and cached)');
   await ts.service.sql`update credentials set expires_at = now() - interval '1 second' where id = ${soon.credentialId}`;
-  await waitFor(async () => (await ts.service.auth.authenticateDeviceKey(soon.key)) === null);
+  await waitUntil(async () => (await ts.service.auth.authenticateDeviceKey(soon.key)) === null);
   t.pass('expired key refused once the change is noticed');
 
   const other = (await gql(ts.url(), CREATE_KEY, { id: device }, admin)).body.data!.createSharedKey;
   t.ok(await ts.service.auth.authenticateDeviceKey(other.key));
   await ts.service.sql`update entities set status = 'inactive' where id = ${device}`;
-  await waitFor(async () => (await ts.service.auth.authenticateDeviceKey(other.key))?.status === 'inactive');
+  await waitUntil(async () => (await ts.service.auth.authenticateDeviceKey(other.key))?.status === 'inactive');
   t.pass('an entity status change reaches the device-key cache');
   await ts.service.sql`update entities set deleted_at = now() where id = ${device}`;
-  await waitFor(async () => (await ts.service.auth.authenticateDeviceKey(other.key)) === null);
+  await waitUntil(async () => (await ts.service.auth.authenticateDeviceKey(other.key)) === null);
   t.pass('a deleted device is refused');
 });
-
-async function waitFor(check: () => Promise<boolean>, ms = 3000): Promise<void> {
-  const until = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > until) throw new Error('condition not reached in time');
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}

@@ -4,6 +4,7 @@ import coap from 'coap';
 import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
 import { adminToken, insertEntity } from '../helpers/auth.js';
 import { gql, type TestService } from '../helpers/service.js';
+import { sleep, waitUntil } from '../helpers/wait.js';
 
 interface Teardown {
   teardown(fn: () => unknown): void;
@@ -61,17 +62,7 @@ export function inbox(client: MqttClient) {
   };
 }
 
-export function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
-}
-
-export async function waitUntil(check: () => boolean | Promise<boolean>, ms = 5000, what = 'condition'): Promise<void> {
-  const until = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > until) throw new Error(`${what} not reached in ${ms} ms`);
-    await sleep(20);
-  }
-}
+export { sleep, waitUntil };
 
 export function publish(client: MqttClient, topic: string, payload: string, options: { qos?: 0 | 1 | 2; retain?: boolean } = {}) {
   return new Promise<void>((resolve, reject) => client.publish(topic, payload, { qos: 1, ...options }, (err) => (err ? reject(err) : resolve())));
