@@ -48,7 +48,7 @@ t.test('wrong password and unknown identifier fail alike, with similar timing; f
   await attempt('warm-up-unknown');
   const wrong: number[] = [];
   const unknown: number[] = [];
-  for (let i = 0; i < 8; i++) {
+  for (let i = 0; i < 12; i++) {
     const a = await attempt('admin');
     const b = await attempt(`nobody-${i}@example.com`);
     t.same({ message: a.error.message, code: a.error.extensions.code }, { message: 'invalid credentials', code: 'UNAUTHENTICATED' });
@@ -56,10 +56,14 @@ t.test('wrong password and unknown identifier fail alike, with similar timing; f
     wrong.push(a.ms);
     unknown.push(b.ms);
   }
-  // The fastest of each: contention from anything else on the machine only ever adds time.
-  const ratio = Math.min(...unknown) / Math.min(...wrong);
+  // Each unknown attempt against the wrong-password attempt just before it, and the median of those
+  // ratios: contention from the rest of the suite (other files hashing on the same 2 cores) slows both
+  // of a pair alike, and a burst that hits one of them is an outlier the median drops. The fastest of
+  // each side, compared instead, once read 0.49 when every wrong attempt landed in a busy stretch.
+  const ratios = unknown.map((u, i) => u / (wrong[i] as number)).sort((x, y) => x - y);
+  const ratio = ((ratios[5] as number) + (ratios[6] as number)) / 2;
   // Without the dummy hash an unknown identifier would answer ~50x faster: these bounds still catch that.
-  t.ok(ratio > 0.5 && ratio < 2, `unknown/wrong time ratio ${ratio.toFixed(2)} (fastest wrong ${Math.min(...wrong).toFixed(1)} ms)`);
+  t.ok(ratio > 0.5 && ratio < 2, `unknown/wrong time ratio ${ratio.toFixed(2)}, median of ${ratios.map((r) => r.toFixed(2)).join(' ')} (fastest wrong ${Math.min(...wrong).toFixed(1)} ms)`);
   await ts.service.audit.flush();
   const rows = await ts.service.sql<{ outcome: string; details: { reason: string } }[]>`
     select outcome, details from audit_log where event = 'auth.login' and outcome = 'deny'`;
