@@ -38,19 +38,21 @@ t.test('writer connections terminated mid-load: 202 or 503 only, and every ackno
   // one is acknowledged again: fixed sleeps left the outcome to how fast the database accepts a
   // connection (the embedded one, with password authentication, once recovered too late for any 202).
   let ackedBeforeStorm = 0;
+  let ackedByStormEnd = 0;
   try {
     await waitUntil(() => acked.length > 0, 10_000, 'a publish acknowledged before the storm');
     ackedBeforeStorm = acked.length;
     await killer();
-    const ackedByStormEnd = acked.length;
-    await waitUntil(() => acked.length > ackedByStormEnd, 10_000, 'a publish acknowledged after the storm');
+    ackedByStormEnd = acked.length;
+    // Not thrown on: the assertion below reports a writer that never recovered under load.
+    await waitUntil(() => acked.length > ackedByStormEnd, 10_000).catch(() => undefined);
   } finally {
     stop = true;
     await Promise.all(workers);
   }
   t.same([...statuses.keys()].filter((s) => s !== 202 && s !== 503), [], `only 202 and 503: ${JSON.stringify([...statuses])}`);
   t.ok(retryAfterOn503, '503 answers carry Retry-After');
-  t.ok(acked.length > ackedBeforeStorm, `${acked.length} acknowledged (${ackedBeforeStorm} before the storm)`);
+  t.ok(acked.length > ackedByStormEnd, `${acked.length} acknowledged (${ackedBeforeStorm} before the storm, ${ackedByStormEnd} by its end)`);
   const rows = await sql<{ name: string }[]>`select name from messages where channel_id = ${w.channel}`;
   const stored = new Set(rows.map((r) => r.name));
   const missing = acked.filter((n) => !stored.has(n));
