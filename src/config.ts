@@ -93,6 +93,13 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
     bodyLimitBytes: r.int('SVC_AUTH_BODY_LIMIT_BYTES', 32_768, 1024),
   };
   if (auth.scrypt.cost & (auth.scrypt.cost - 1)) r.problem('SVC_SCRYPT_COST must be a power of two');
+  // scrypt itself refuses N >= 2^(16·r), and each hash holds 128·N·r bytes: refused here, not at the first login.
+  if (Math.log2(auth.scrypt.cost) >= 16 * auth.scrypt.blockSize) {
+    r.problem(`SVC_SCRYPT_COST must be below 2^${16 * auth.scrypt.blockSize} when SVC_SCRYPT_BLOCK_SIZE is ${auth.scrypt.blockSize}`);
+  }
+  if (128 * auth.scrypt.cost * auth.scrypt.blockSize > 2 ** 30) {
+    r.problem('SVC_SCRYPT_COST × SVC_SCRYPT_BLOCK_SIZE × 128 bytes (the memory of one hash) must be at most 1 GiB');
+  }
 
   // Authentication runtime settings (issue 4): bootstrap subject, login limits per address, caches, origins.
   const authRuntime = {

@@ -6,7 +6,7 @@ import type { Sql } from '../db/client.js';
 import { AppError, forbidden, invalidInput, notFound, unauthenticated } from '../errors.js';
 import type { Logger } from '../log.js';
 import * as cq from './credential-queries.js';
-import { hashPassword, needsRehash, verifyPassword, type ScryptParams } from './passwords.js';
+import { hashPassword, needsRehash, verifyPaced, type ScryptParams } from './passwords.js';
 import type { Principal } from './principal.js';
 import * as q from './queries.js';
 import type { KeyedHash } from './secrets.js';
@@ -42,7 +42,8 @@ export function createLogin(deps: {
   settings: LoginSettings; addressKey: (ip: string) => string;
 }) {
   const { sql, sessions, audit, authz, log, settings } = deps;
-  // Unknown identifiers are checked against this, so they cost one scrypt like a wrong password does.
+  // Unknown identifiers are checked against this, so they cost one scrypt like a wrong password does; it
+  // also paces the check of a hash made with older parameters (verifyPaced).
   let dummy: Promise<string> | undefined;
   const dummyHash = () => (dummy ??= hashPassword('not a real password', settings.scrypt));
 
@@ -97,7 +98,8 @@ export function createLogin(deps: {
       let ok = false;
       if (kind === 'password') {
         const credential = subject ? await cq.selectPassword(sql, subject.id) : null;
-        ok = await verifyPassword(secret, credential?.secret_hash ?? (await dummyHash()));
+        const reference = await dummyHash();
+        ok = await verifyPaced(secret, credential?.secret_hash ?? reference, reference);
         ok = ok && credential !== null;
         if (ok && credential && needsRehash(credential.secret_hash, settings.scrypt)) {
           hashPassword(secret, settings.scrypt).then((h) => cq.updateSecretHash(sql, credential.id, h))

@@ -53,6 +53,22 @@ export async function verifyPassword(password: string, encoded: string): Promise
   return timingSafeEqual(key, parsed.key);
 }
 
+/**
+ * verifyPassword, answering no sooner than a check of `reference` (a hash at today's parameters) would
+ * when `encoded` was made with other parameters or does not parse: the two checks run side by side in
+ * the thread pool. An unknown identifier costs one check at today's parameters (the dummy hash); without
+ * this, an account whose hash predates a cost increase would fail measurably faster, and dormant accounts
+ * could be told apart by timing. Waiting for a separate top-up instead would not match: scrypt's time grows
+ * faster than N once its memory outgrows the caches (N = 32768 at r = 8 takes 4× the time of 16384 here).
+ */
+export async function verifyPaced(password: string, encoded: string, reference: string): Promise<boolean> {
+  const check = verifyPassword(password, encoded);
+  const today = parseHash(reference)?.params;
+  if (today && !needsRehash(encoded, today)) return check;
+  const [ok] = await Promise.all([check, verifyPassword(password, reference)]);
+  return ok;
+}
+
 /** A stored hash made with other parameters than today's is upgraded after the next good login. */
 export function needsRehash(encoded: string, params: ScryptParams): boolean {
   const parsed = parseHash(encoded);

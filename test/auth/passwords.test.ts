@@ -1,5 +1,5 @@
 import t from 'tap';
-import { hashPassword, needsRehash, parseHash, verifyPassword } from '../../src/auth/passwords.js';
+import { hashPassword, needsRehash, parseHash, verifyPaced, verifyPassword } from '../../src/auth/passwords.js';
 import { ADMIN_ID, ADMIN_SECRET, adminToken, insertEntity, insertTenant, login, startAuthService, tokenFor } from '../helpers/auth.js';
 import { gql } from '../helpers/service.js';
 
@@ -18,6 +18,31 @@ t.test('scrypt encoding carries its parameters and salt; verification is exact',
   t.notOk(await verifyPassword('x', 'not a hash'));
   t.notOk(needsRehash(a, params));
   t.ok(needsRehash(a, { ...params, cost: 2048 }));
+});
+
+t.test('a check of a hash made with other parameters answers no sooner than one at today\'s', async (t) => {
+  const today = await hashPassword('reference', { cost: 16384, blockSize: 8, parallelization: 1 });
+  const older = await hashPassword('pw', { cost: 1024, blockSize: 8, parallelization: 1 });
+  const timed = async (check: () => Promise<boolean>) => {
+    const started = process.hrtime.bigint();
+    const ok = await check();
+    return { ok, ms: Number(process.hrtime.bigint() - started) / 1e6 };
+  };
+  await verifyPassword('warm-up', today);
+  const reference: number[] = [];
+  const paced: number[] = [];
+  for (let i = 0; i < 3; i++) {
+    reference.push((await timed(() => verifyPassword('wrong', today))).ms);
+    const check = await timed(() => verifyPaced('wrong', older, today));
+    t.equal(check.ok, false);
+    paced.push(check.ms);
+  }
+  // 16 times the work of the older hash: unpaced, its check would take a small fraction of the reference's.
+  const [fastestPaced, fastestReference] = [Math.min(...paced), Math.min(...reference)];
+  t.ok(fastestPaced > fastestReference * 0.5, `paced ${fastestPaced.toFixed(1)} ms, reference ${fastestReference.toFixed(1)} ms (fastest of 3)`);
+  t.equal((await timed(() => verifyPaced('pw', older, today))).ok, true, 'the right password still matches');
+  t.equal(await verifyPaced('reference', today, today), true, 'a hash at today\'s parameters is checked once');
+  t.equal(await verifyPaced('pw', 'not a hash', today), false, 'a hash that does not parse never matches');
 });
 
 t.test('createPassword: policy, self, authority; changeOwnPassword; stale parameters are upgraded at login', async (t) => {

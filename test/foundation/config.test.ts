@@ -54,6 +54,13 @@ t.test('the two CA key-encryption keys must differ', async (t) => {
   t.throws(() => loadConfig({ SVC_KEY_ENCRYPTION_KEY: key, SVC_PKI_CA_KEY_ENCRYPTION_KEY: key }), /must differ/);
 });
 
+t.test('scrypt parameters scrypt itself would refuse are refused at start', async (t) => {
+  t.throws(() => loadConfig({ SVC_SCRYPT_COST: '3000' }), /SVC_SCRYPT_COST must be a power of two/);
+  t.throws(() => loadConfig({ SVC_SCRYPT_COST: '65536', SVC_SCRYPT_BLOCK_SIZE: '1' }), /SVC_SCRYPT_COST must be below 2\^16 when SVC_SCRYPT_BLOCK_SIZE is 1/);
+  t.throws(() => loadConfig({ SVC_SCRYPT_COST: '4194304', SVC_SCRYPT_BLOCK_SIZE: '8' }), /the memory of one hash\) must be at most 1 GiB/);
+  t.equal(loadConfig({ SVC_SCRYPT_COST: '32768', SVC_SCRYPT_BLOCK_SIZE: '1' }).auth.scrypt.cost, 32768);
+});
+
 t.test('describeConfig never shows the database password', async (t) => {
   const c = loadConfig({ DATABASE_URL: 'postgres://u:hunter2@db:5432/x' });
   t.notMatch(JSON.stringify(describeConfig(c)), 'hunter2');
