@@ -4,7 +4,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import { isAppError, unauthenticated, unavailable } from '../errors.js';
 import type { HttpServer } from '../http/server.js';
-import { json, type HttpRequest } from '../http/types.js';
+import { json, methodNotAllowed, type HttpRequest } from '../http/types.js';
 import type { Logger } from '../log.js';
 import type { WriterStats } from '../messaging/index.js';
 import type { MqttBroker } from '../mqtt/index.js';
@@ -71,7 +71,7 @@ export function registerBrokerAdminRoutes(server: HttpServer, deps: BrokerAdminD
   const routes: [string, () => Promise<unknown>][] = [['/api/v1/stats', stats], ['/api/v1/cluster', cluster], ['/api/v1/overview', overview]];
   for (const [path, build] of routes) {
     server.route('ANY', path, async (req) => {
-      if (req.method !== 'GET') return json(405, { error: 'method not allowed' }, { allow: 'GET', 'cache-control': 'no-store' });
+      if (req.method !== 'GET') return methodNotAllowed(req.method, ['GET'], { 'cache-control': 'no-store' });
       checkToken(req);
       try {
         return json(200, await build(), { 'cache-control': 'no-store' });

@@ -4,7 +4,7 @@ import { STATUS_CODES } from 'node:http';
 import { AppError, httpErrorBody, isUnexpected, payloadTooLarge, toAppError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { nativeUws, type TemplatedApp, type UwsRequest, type UwsResponse, type us_listen_socket } from './uws.js';
-import { decodePathSegment, json, type HttpHandler, type HttpMethod, type HttpReply, type HttpRequest, type RouteOptions } from './types.js';
+import { decodePathSegment, json, methodNotAllowed, type HttpHandler, type HttpMethod, type HttpReply, type HttpRequest, type RouteOptions } from './types.js';
 
 const EMPTY = Buffer.alloc(0);
 // Shared by every route without parameters; handlers never mutate params.
@@ -346,10 +346,24 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
     }
   }
 
+  // Methods per route pattern: a request for one of them with another method answers 405 with Allow
+  // (RFC 9110 15.5.6), not the wildcard's 404. uWS matches an ANY handler after the methods of its pattern.
+  const allowed = new Map<string, string[]>();
+  function allowOn(method: HttpMethod, pattern: string): void {
+    let methods = allowed.get(pattern);
+    if (methods === undefined) {
+      allowed.set(pattern, (methods = []));
+      const shape: RouteShape = { method: 'ANY', paramCount: 0, headers: { names: [], keys: [] } };
+      register('ANY', pattern, (res, req) => handle(res, req, shape, (r) => methodNotAllowed(r.method, methods!), {}));
+    }
+    methods.push(method);
+  }
+
   const server: HttpServer = {
     name,
     app,
     route(method, pattern, handler, options = {}) {
+      if (method !== 'ANY') allowOn(method, pattern);
       const names = options.headers === 'all' ? 'all' : (options.headers ?? DEFAULT_HEADERS);
       const shape: RouteShape = {
         method,

@@ -48,6 +48,12 @@ export function json(status: number, value: unknown, headers?: Record<string, st
   return { status, headers: headers ? { ...JSON_HEADERS, ...headers } : JSON_HEADERS, body: JSON.stringify(value) };
 }
 
+/** 405 with the Allow header RFC 9110 requires, naming the method refused and the ones allowed. */
+export function methodNotAllowed(method: string, allowed: readonly string[], headers?: Record<string, string>): HttpReply {
+  const allow = allowed.join(', ');
+  return json(405, { error: `method not allowed: ${method}; allowed: ${allow}` }, { ...headers, allow });
+}
+
 export function empty(status: number, headers?: Record<string, string>): HttpReply {
   return headers ? { status, headers } : { status };
 }

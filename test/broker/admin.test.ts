@@ -121,7 +121,8 @@ t.test('broker admin API', async (t) => {
     for (const method of ['POST', 'PUT', 'DELETE', 'PATCH']) {
       const r = await get(admin, path, { method });
       t.equal(r.status, 405, `${method} ${path}`);
-      t.same(r.body, { error: 'method not allowed' });
+      t.same(r.body, { error: `method not allowed: ${method}; allowed: GET` });
+      t.equal(r.headers.get('allow'), 'GET');
     }
   }
   const missing = await get(admin, '/api/v1/nodes');

@@ -33,6 +33,11 @@ t.test('a started service answers health, 404 JSON and 413 JSON', async (t) => {
   t.equal(missing.statusCode, 404);
   t.equal(missing.headers['content-type'], 'application/json');
   t.same(await missing.body.json(), { error: 'no route for DELETE /no/such/route' });
+  // A route that exists for other methods says which: 405 with Allow, not 404.
+  const wrongMethod = await request(`${url()}/health/live`, { method: 'DELETE' });
+  t.equal(wrongMethod.statusCode, 405);
+  t.equal(wrongMethod.headers.allow, 'GET');
+  t.same(await wrongMethod.body.json(), { error: 'method not allowed: DELETE; allowed: GET' });
 
   const big = JSON.stringify({ query: `{ health } #${'x'.repeat(4096)}` });
   const tooLarge = await request(`${url()}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: big });

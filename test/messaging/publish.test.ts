@@ -125,6 +125,7 @@ t.test('every refusal stores nothing', async (t) => {
     ['vd not base64url', () => publish(ts, a.ws, ch, a.publisher.key, [{ n: 'a', vd: 'a+b/' }]), 400, /field 'vd'/],
     ['too many records', () => publish(ts, a.ws, ch, a.publisher.key, Array.from({ length: 51 }, (_, i) => ({ n: `r${i}`, v: i }))), 400, /at most 50/],
     ['body over the limit', () => publish(ts, a.ws, ch, a.publisher.key, [{ n: 'a', vs: 'x'.repeat(5000) }]), 413, /4096/],
+    ['PUT instead of POST', () => fetch(`${ts.url('messaging')}/http/m/${a.ws}/c/${ch}`, { method: 'PUT', headers: { authorization: `Client ${a.publisher.key}`, 'content-type': 'application/senml+json' }, body: JSON.stringify(ok) }), 405, 'method not allowed: PUT; allowed: POST'],
   ];
   for (const [why, call, status, message] of cases) {
     const res = await call();
