@@ -170,6 +170,7 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
     live: {
       maxBackpressureBytes: r.int('SVC_MESSAGING_WS_MAX_BACKPRESSURE_BYTES', 1_048_576, 1024, 1 << 30),
       idleTimeoutSecs: r.int('SVC_MESSAGING_WS_IDLE_TIMEOUT_SECS', 120, 8, 960),
+      revalidateSecs: r.int('SVC_MESSAGING_WS_REVALIDATE_SECS', 60, 0, 86_400),
     },
     partitions: {
       aheadDays: r.int('SVC_MESSAGES_PARTITIONS_AHEAD_DAYS', 7, 1, 366),

@@ -34,4 +34,4 @@ let loaded: typeof Uws | undefined;
 export function nativeUws(): typeof Uws {
   return (loaded ??= loadNative());
 }
-export type { HttpRequest as UwsRequest, HttpResponse as UwsResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
+export type { HttpRequest as UwsRequest, HttpResponse as UwsResponse, TemplatedApp, WebSocket as UwsWebSocket, us_listen_socket } from 'uWebSockets.js';

@@ -2,25 +2,36 @@
 // writer's post-commit fan-out. Authentication and the subscribe decision happen before the upgrade.
 import { STATUS_CODES } from 'node:http';
 import type { DeviceIdentity } from '../auth/index.js';
-import { httpErrorBody, toAppError } from '../errors.js';
+import { httpErrorBody, toAppError, type AppError } from '../errors.js';
 import type { Authenticate } from '../graphql/context.js';
 import type { HttpServer } from '../http/server.js';
+import type { UwsWebSocket } from '../http/uws.js';
 import { decodePathSegment } from '../http/types.js';
 import type { Logger } from '../log.js';
-import { subjectOf } from './routes.js';
+import { subjectOf, type Credentials } from './routes.js';
 import type { MessagingService } from './service.js';
 import type { StoredMessage } from './types.js';
 
 interface SocketData {
   topic: string;
+  workspaceId: string;
   channelId: string;
+  /** What the upgrade authenticated with, checked again every revalidateSecs. */
+  credentials: Credentials;
 }
 
 export interface LiveSettings {
   /** Bytes queued for one slow socket before it is closed (uWS closeOnBackpressureLimit). */
   maxBackpressureBytes: number;
   idleTimeoutSecs: number;
+  /** Open sockets' credentials and subscribe decisions are checked again this often (0: never). */
+  revalidateSecs: number;
 }
+
+/** Failures that say nothing about the subscriber (database away, overload): the socket stays. */
+const TRANSIENT = new Set(['UNAVAILABLE', 'RATE_LIMITED', 'INTERNAL']);
+/** WebSocket close code 1008, policy violation (RFC 6455 7.4.1): what a withdrawn subscription is. */
+const POLICY_VIOLATION = 1008;
 
 const topicOf = (workspaceId: string, channelId: string) => `m/${workspaceId}/c/${channelId}`;
 
@@ -45,6 +56,48 @@ export function registerLiveRoute(server: HttpServer, messaging: MessagingServic
   const app = server.app;
   // Channels with at least one open socket: the publish path skips serialising for everyone else.
   const watched = new Map<string, number>();
+  const sockets = new Set<UwsWebSocket<SocketData>>();
+
+  /** Whether the socket's subscriber may still subscribe: null if so, else why not. */
+  function refusalOf(data: SocketData): Promise<AppError | null> {
+    return subjectOf(deps.authenticate, deps.authenticateDeviceKey, data.credentials)
+      .then((subject) => messaging.authorizeSubscribe(subject, data.workspaceId, data.channelId))
+      .then(() => null, (err: unknown) => {
+        const e = toAppError(err);
+        if (e.kind === 'INTERNAL') deps.log.error('live subscription check failed', { err });
+        return e;
+      });
+  }
+
+  /**
+   * A socket outlives the decision that opened it: a revoked key or session, an expired token, a
+   * withdrawn grant, a deleted channel or a suspended workspace closes it (1008) at the next pass.
+   * One socket at a time, like the MQTT broker's pass: the caches make each check cheap.
+   */
+  let revalidating = false;
+  async function revalidate(): Promise<void> {
+    if (revalidating) return;
+    revalidating = true;
+    try {
+      for (const socket of [...sockets]) {
+        if (!sockets.has(socket)) continue;
+        const data = socket.getUserData();
+        const refusal = await refusalOf(data);
+        if (refusal === null || !sockets.has(socket)) continue;
+        if (TRANSIENT.has(refusal.kind)) {
+          deps.log.warn('live subscription revalidation skipped', { err: refusal.message });
+          continue;
+        }
+        deps.log.info('live subscription closed: no longer allowed', { channelId: data.channelId, reason: refusal.message });
+        // A close reason is at most 123 bytes; the messages are ASCII.
+        socket.end(POLICY_VIOLATION, refusal.message.slice(0, 120));
+      }
+    } finally {
+      revalidating = false;
+    }
+  }
+  const timer = deps.settings.revalidateSecs > 0 ? setInterval(() => void revalidate(), deps.settings.revalidateSecs * 1000) : undefined;
+  timer?.unref();
 
   app.ws<SocketData>('/ws/m/:ws/c/:ch', {
     maxPayloadLength: 1024,
@@ -65,10 +118,8 @@ export function registerLiveRoute(server: HttpServer, messaging: MessagingServic
       res.onAborted(() => {
         aborted = true;
       });
-      const refuse = (err: unknown) => {
+      const refuse = (e: AppError) => {
         if (aborted) return;
-        const e = toAppError(err);
-        if (e.kind === 'INTERNAL') deps.log.error('websocket upgrade failed', { err });
         res.cork(() => {
           res.writeStatus(`${e.status} ${STATUS_CODES[e.status] ?? ''}`).writeHeader('content-type', 'application/json').end(JSON.stringify(httpErrorBody(e)));
         });
@@ -79,30 +130,34 @@ export function registerLiveRoute(server: HttpServer, messaging: MessagingServic
         workspaceId = decodePathSegment(rawWorkspace);
         channelId = decodePathSegment(rawChannel);
       } catch (err) {
-        return refuse(err);
+        return refuse(toAppError(err));
       }
-      const credentials = { authorization: authorization === '' ? undefined : authorization, token: query.get('token'), key: query.get('key') };
-      subjectOf(deps.authenticate, deps.authenticateDeviceKey, credentials)
-        .then((subject) => messaging.authorizeSubscribe(subject, workspaceId, channelId))
-        .then(() => {
-          if (aborted) return;
-          // Not inside res.cork: uWS's cork() reads the HTTP response state after an asynchronous upgrade
-          // from memory the WebSocket now owns and, when a bit there happens to be set, closes the new
-          // socket (uWebSockets issue 1928, fixed upstream by PR 1929, not in this build). With warm caches
-          // this runs in the upgrade callback's own microtasks, where uWS has the socket corked already;
-          // after a database lookup uWS prints a one-line "must be corked" warning, which is harmless.
-          res.upgrade<SocketData>({ topic: topicOf(workspaceId, channelId), channelId }, wsKey, wsProtocol, wsExtensions, context);
-        }, refuse);
+      const data: SocketData = {
+        topic: topicOf(workspaceId, channelId), workspaceId, channelId,
+        credentials: { authorization: authorization === '' ? undefined : authorization, token: query.get('token'), key: query.get('key') },
+      };
+      void refusalOf(data).then((refusal) => {
+        if (refusal !== null) return refuse(refusal);
+        if (aborted) return;
+        // Not inside res.cork: uWS's cork() reads the HTTP response state after an asynchronous upgrade
+        // from memory the WebSocket now owns and, when a bit there happens to be set, closes the new
+        // socket (uWebSockets issue 1928, fixed upstream by PR 1929, not in this build). With warm caches
+        // this runs in the upgrade callback's own microtasks, where uWS has the socket corked already;
+        // after a database lookup uWS prints a one-line "must be corked" warning, which is harmless.
+        res.upgrade<SocketData>(data, wsKey, wsProtocol, wsExtensions, context);
+      });
     },
     open(socket) {
       const data = socket.getUserData();
       socket.subscribe(data.topic);
+      sockets.add(socket);
       watched.set(data.channelId, (watched.get(data.channelId) ?? 0) + 1);
     },
     message() {
       // Subscriptions are read-only: what a client sends is ignored.
     },
     close(socket) {
+      sockets.delete(socket);
       const { channelId } = socket.getUserData();
       const n = (watched.get(channelId) ?? 1) - 1;
       if (n <= 0) watched.delete(channelId);
@@ -110,9 +165,13 @@ export function registerLiveRoute(server: HttpServer, messaging: MessagingServic
     },
   });
 
-  return messaging.onStored((messages, source) => {
+  const unsubscribe = messaging.onStored((messages, source) => {
     if (!watched.has(source.channelId)) return;
     const topic = topicOf(source.workspaceId, source.channelId);
     for (const m of messages) app.publish(topic, JSON.stringify(toLiveMessage(m)));
   });
+  return () => {
+    clearInterval(timer);
+    unsubscribe();
+  };
 }

@@ -2,11 +2,13 @@
 import http from 'node:http';
 import t from 'tap';
 import { WebSocket } from 'undici';
-import { AUTH_ENV, adminToken } from '../helpers/auth.js';
-import { startTestService } from '../helpers/service.js';
+import { ADMIN_SECRET, AUTH_ENV, adminToken, login } from '../helpers/auth.js';
+import { gql, startTestService } from '../helpers/service.js';
+import { waitUntil } from '../helpers/wait.js';
 import { grant, insertDevice, publish, world } from './helpers.js';
 
-const ts = await startTestService(t, AUTH_ENV);
+// Open sockets are checked again every second here (60 s by default).
+const ts = await startTestService(t, { ...AUTH_ENV, SVC_MESSAGING_WS_REVALIDATE_SECS: '1' });
 const a = await world(ts, 'ws-live');
 const wsUrl = (path: string) => `${ts.url('messaging').replace('http:', 'ws:')}${path}`;
 
@@ -15,6 +17,10 @@ function subscribe(url: string, headers?: Record<string, string>) {
   const socket = new WebSocket(url, headers ? { headers } : undefined);
   const frames: any[] = [];
   const waiters: (() => void)[] = [];
+  let closed: { code: number; reason: string } | undefined;
+  socket.addEventListener('close', (e) => {
+    closed = { code: e.code, reason: e.reason };
+  });
   socket.addEventListener('message', (e) => {
     frames.push(JSON.parse(String(e.data)));
     for (const w of waiters.splice(0)) w();
@@ -28,7 +34,7 @@ function subscribe(url: string, headers?: Record<string, string>) {
     while (frames.length < count && Date.now() < deadline) await new Promise<void>((r) => { waiters.push(r); setTimeout(r, 50); });
     return frames;
   };
-  return { socket, opened, next, frames };
+  return { socket, opened, next, frames, closed: () => closed };
 }
 
 /** The status of a refused upgrade, read with a plain HTTP client. */
@@ -97,4 +103,36 @@ t.test('upgrades are refused before the socket opens', async (t) => {
   t.equal(await upgradeStatus(`/ws/m/${a.ws}/c/%zz`, { authorization: `Client ${a.publisher.key}` }), 400, 'a malformed escape in the path');
   t.equal(await upgradeStatus(`/ws/m/%E0%A4%A/c/${a.channel}`, { authorization: `Client ${a.publisher.key}` }), 400, 'a cut UTF-8 escape');
   t.equal(await upgradeStatus(path, { authorization: `Client ${a.publisher.key}` }), 101, 'and the granted device is upgraded');
+});
+
+t.test('an open socket is closed (1008) once its key, session or grant is withdrawn; the others stay', async (t) => {
+  const devices = await Promise.all([0, 1, 2].map(() => insertDevice(ts, a.ws)));
+  for (const d of devices) await grant(ts, a.ws, d.id, a.channel, ['subscribe']);
+  const [kept, ungranted, revoked] = devices as [typeof devices[0], typeof devices[0], typeof devices[0]];
+  const session = await login(ts, 'admin', ADMIN_SECRET);
+  const path = `/ws/m/${a.ws}/c/${a.channel}`;
+  const keptSocket = subscribe(wsUrl(path), { authorization: `Client ${kept.key}` });
+  const ungrantedSocket = subscribe(wsUrl(path), { authorization: `Client ${ungranted.key}` });
+  const revokedSocket = subscribe(wsUrl(path), { authorization: `Client ${revoked.key}` });
+  const sessionSocket = subscribe(wsUrl(`${path}?token=${encodeURIComponent(session.token)}`));
+  const all = [keptSocket, ungrantedSocket, revokedSocket, sessionSocket];
+  await Promise.all(all.map((s) => s.opened));
+  t.teardown(() => {
+    for (const s of all) if (!s.closed()) s.socket.close();
+  });
+
+  await ts.service.sql`delete from direct_policies where entity_id = ${ungranted.id}`;
+  await ts.service.authz.invalidate({ kind: 'subjects', entityIds: [ungranted.id] });
+  const [credential] = await ts.service.sql<{ id: string }[]>`select id from credentials where entity_id = ${revoked.id} and kind = 'shared_key'`;
+  const revoke = await gql(ts.url(), 'mutation ($c: ID!, $e: ID) { revokeCredential(credentialId: $c, entityId: $e) }', { c: credential!.id, e: revoked.id }, await adminToken(ts));
+  t.equal(revoke.body.data?.revokeCredential, true);
+  t.equal((await gql(ts.url(), 'mutation { logout }', {}, session.token)).body.data?.logout, true);
+
+  await waitUntil(() => [ungrantedSocket, revokedSocket, sessionSocket].every((s) => s.closed()), 8000, 'the three sockets closed');
+  t.same(ungrantedSocket.closed(), { code: 1008, reason: 'forbidden' }, 'a withdrawn grant');
+  t.same(revokedSocket.closed(), { code: 1008, reason: 'invalid device key' }, 'a revoked key');
+  t.match(sessionSocket.closed(), { code: 1008, reason: /authentication|session/ }, 'a session logged out');
+  t.equal(keptSocket.closed(), undefined, 'the socket still allowed stays open');
+  t.equal((await publish(ts, a.ws, a.channel, a.publisher.key, [{ n: 'after-revalidation', v: 1 }])).status, 202);
+  t.match((await keptSocket.next(1)).at(-1), { name: 'after-revalidation' }, 'and still receives');
 });
