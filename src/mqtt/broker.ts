@@ -12,7 +12,7 @@ import { createHooks, isCounted, V5_NOT_AUTHORIZED, type DenyAction } from './ho
 import { createMqttMetrics, type MqttErrors } from './metrics.js';
 import { createBrokerBackend } from './persistence.js';
 import { hardenBroker, hardenClient } from './prototype-keys.js';
-import { channelTopic, parseSubscribeFilter } from './topics.js';
+import { channelTopic, filterMatches, parseSubscribeFilter } from './topics.js';
 
 export interface MqttConfig {
   denyAction: DenyAction;
@@ -58,7 +58,11 @@ interface Persistence {
 
 interface LiveClient extends Client {
   subscriptions: Record<string, unknown>;
+  /** True from CONNECT until the session's queue has been sent. */
+  connecting: boolean;
 }
+
+const heldBy = (client: LiveClient, topic: string) => Object.keys(client.subscriptions).some((filter) => filterMatches(filter, topic));
 
 
 /** Fully resolved SenML records (RFC 8428 4.6): what MQTT subscribers get for HTTP and CoAP messages. */
@@ -94,7 +98,11 @@ export async function createMqttBroker(deps: MqttDeps): Promise<MqttBroker> {
     authenticate: hooks.authenticate,
     authorizePublish: hooks.authorizePublish,
     authorizeSubscribe: hooks.authorizeSubscribe,
-    authorizeForward(_client, packet) {
+    authorizeForward(client, packet) {
+      // A resuming session's queue was filled against the subscriptions it held when it left. aedes has
+      // just authorised those again (a grant withdrawn meanwhile drops the subscription) and clears from
+      // the queue what this refuses: nothing queued reaches a device that may no longer subscribe to it.
+      if ((client as LiveClient).connecting && !heldBy(client as LiveClient, packet.topic)) return null;
       metrics.packetOut(true);
       return packet;
     },

@@ -47,3 +47,14 @@ export function parseSubscribeFilter(filter: string): ChannelTopic | null {
 export function channelTopic(workspaceId: string, channelId: string, subtopic: string | null): string {
   return subtopic ? `m/${workspaceId}/c/${channelId}/${subtopic}` : `m/${workspaceId}/c/${channelId}`;
 }
+
+/** Whether a topic matches a subscription filter (MQTT 3.1.1 4.7: `+` one level, `#` the rest, itself included). */
+export function filterMatches(filter: string, topic: string): boolean {
+  const f = filter.split('/');
+  const t = topic.split('/');
+  for (let i = 0; i < f.length; i++) {
+    if (f[i] === '#') return true;
+    if (i >= t.length || (f[i] !== '+' && f[i] !== t[i])) return false;
+  }
+  return f.length === t.length;
+}

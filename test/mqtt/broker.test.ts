@@ -137,6 +137,31 @@ t.test('MQTT broker hooks, delivery and sessions', async (t) => {
     t.ok((await broker.snapshot()).sessions.total >= 1);
   });
 
+  await t.test('a resumed session keeps only what its device may still subscribe to', async (t) => {
+    const d = await createDevice(ts, tenant, 'dev-d');
+    script.grants.add(`${d.id}:${CH}:subscribe`);
+    const clientId = `resumed-${Date.now()}`;
+    const first = await deviceClient(t, port, d, { clientId, clean: false });
+    t.same(await subscribe(first, topic, 1), [1]);
+    await new Promise<void>((r) => first.end(false, {}, () => r()));
+    script.grants.delete(`${d.id}:${CH}:subscribe`);
+    const pub = await deviceClient(t, port, a!);
+    await publish(pub, topic, JSON.stringify([{ n: 'while-offline', v: 1 }]), { qos: 1 });
+    const again = await deviceClient(t, port, d, { clientId, clean: false });
+    const box = inbox(again);
+    await publish(pub, topic, JSON.stringify([{ n: 'after-resuming', v: 2 }]), { qos: 1 });
+    await sleep(300);
+    t.same(box.messages.map((m) => JSON.parse(m.payload)[0].n), [], 'neither what was queued offline nor what came after');
+    script.grants.add(`${d.id}:${CH}:subscribe`);
+    t.same(await subscribe(again, topic, 1), [1], 'subscribing again is decided afresh');
+    await publish(pub, topic, JSON.stringify([{ n: 'granted-again', v: 3 }]), { qos: 1 });
+    t.match((await box.waitFor(1))[0], { topic });
+    await new Promise<void>((r) => again.end(true, {}, () => r()));
+    // A clean CONNECT discards the session, so the session counts below are those of the other tests.
+    const discard = await deviceClient(t, port, d, { clientId, clean: true });
+    await new Promise<void>((r) => discard.end(true, {}, () => r()));
+  });
+
   await t.test('a client id is scoped by device: no takeover of, and no messages from, another device session', async (t) => {
     const clientId = 'shared-name';
     const owner = await deviceClient(t, port, b!, { clientId, clean: false });

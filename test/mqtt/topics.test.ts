@@ -1,6 +1,6 @@
 // Publish topics and subscription filters of the messaging domain; the subtopic rule is the HTTP one.
 import t from 'tap';
-import { parsePublishTopic, parseSubscribeFilter } from '../../src/mqtt/topics.js';
+import { filterMatches, parsePublishTopic, parseSubscribeFilter } from '../../src/mqtt/topics.js';
 
 const WS = '6a1e3b52-47b1-4ad6-9a8e-6a3cf1b0c001';
 const CH = '6a1e3b52-47b1-4ad6-9a8e-6a3cf1b0c002';
@@ -29,4 +29,21 @@ t.test('subscription filters: wildcards only after the channel', async (t) => {
   t.equal(parseSubscribeFilter(`m/+/c/${CH}`), null);
   t.equal(parseSubscribeFilter(`m/${WS}/c/#`), null);
   t.equal(parseSubscribeFilter(`${base}/#/x`), null);
+});
+
+t.test('filter matching, as MQTT defines it', async (t) => {
+  for (const [filter, topic, expected] of [
+    [base, base, true],
+    [base, `${base}/a`, false],
+    [`${base}/#`, base, true],
+    [`${base}/#`, `${base}/a/b`, true],
+    [`${base}/+`, `${base}/a`, true],
+    [`${base}/+`, `${base}/a/b`, false],
+    [`${base}/+`, base, false],
+    [`${base}/+/temp`, `${base}/room/temp`, true],
+    [`${base}/+/temp`, `${base}/room/hum`, false],
+    [`${base}/a`, `${base}/b`, false],
+  ] as const) {
+    t.equal(filterMatches(filter, topic), expected, `${filter.slice(base.length) || '(channel)'} ${expected ? 'matches' : 'does not match'} ${topic.slice(base.length) || '(channel)'}`);
+  }
 });
