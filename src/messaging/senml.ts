@@ -48,6 +48,16 @@ function fieldError(index: number, field: string, rule: string): AppError {
   return invalidInput(`record ${index}: field '${field}' ${rule}`, { record: index, field });
 }
 
+/**
+ * A base plus a record's own number, which two finite doubles can carry past the largest one (1.7e308
+ * + 1.7e308): stored, that is Infinity, which the reader's JSON would turn into null.
+ */
+function resolvedSum(base: number, own: number, index: number, field: string, what: string): number {
+  const sum = base + own;
+  if (!Number.isFinite(sum)) throw fieldError(index, field, `resolves to a ${what} beyond the range of a number`);
+  return sum;
+}
+
 /** A record's fields, read as named properties: JSON.parse gives records of one shape one hidden class. */
 interface SenmlRecord {
   bn?: unknown; bt?: unknown; bu?: unknown; bv?: unknown; bs?: unknown; bver?: unknown;
@@ -181,7 +191,7 @@ export function parseSenml(payload: Buffer | string, ctx: SenmlContext, limits: 
     if (values === 0 && s === undefined) throw invalidInput(`record ${i}: needs a value (v, vs, vb or vd) or a sum (s)`, { record: i, field: 'v' });
 
     const t = num(rec.t, i, 't');
-    let time = t === undefined ? bt : bt + t;
+    let time = t === undefined ? bt : resolvedSum(bt, t, i, 't', 'time (bt + t)');
     if (time < RELATIVE_TIME_LIMIT) time += nowSeconds;
     const ut = num(rec.ut, i, 'ut');
     if (ut !== undefined && ut < 0) throw fieldError(i, 'ut', 'must not be negative');
@@ -194,11 +204,11 @@ export function parseSenml(payload: Buffer | string, ctx: SenmlContext, limits: 
       name,
       unit: u === undefined || u === '' ? bu : u,
       time,
-      value: v === undefined ? null : bv + v,
+      value: v === undefined ? null : resolvedSum(bv, v, i, 'v', 'value (bv + v)'),
       stringValue: vs ?? null,
       boolValue: vbRaw === undefined ? null : vbRaw,
       dataValue: vd ?? null,
-      sum: s === undefined ? null : bs + s,
+      sum: s === undefined ? null : resolvedSum(bs, s, i, 's', 'sum (bs + s)'),
       updateTime: ut ?? null,
     };
   }

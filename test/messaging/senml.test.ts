@@ -121,6 +121,11 @@ t.test('validation names the record and the field', async (t) => {
   fails(t, [{ n: 'a', u: 'a\nb', v: 1 }], "record 0: field 'u' must be printable text");
   fails(t, [{ n: 'a', vd: 'aGk=' }], "record 0: field 'vd' must be base64url data without padding");
   fails(t, [{ n: 'a', v: 1, ut: -1 }], "record 0: field 'ut' must not be negative");
+  // Two finite numbers whose sum is not: stored as Infinity, the reader would answer null.
+  fails(t, [{ bt: 1.7e308, n: 'a', v: 1 }, { n: 'b', t: 1.7e308, v: 1 }], "record 1: field 't' resolves to a time (bt + t) beyond the range of a number");
+  fails(t, [{ bv: -1.7e308, n: 'a', v: -1.7e308 }], "record 0: field 'v' resolves to a value (bv + v) beyond the range of a number");
+  fails(t, [{ bs: 1.7e308, n: 'a', s: 1.7e308 }], "record 0: field 's' resolves to a sum (bs + s) beyond the range of a number");
+  t.equal(parse([{ bt: 1.7e308, n: 'a', t: -1.7e308, v: 1.7e308 }])[0]?.value, 1.7e308, 'large numbers that stay in range are kept');
   fails(t, [{ n: 'a'.repeat(513), v: 1 }], /record 0: field 'n' must be at most 512 characters/);
   fails(t, Array.from({ length: 101 }, () => ({ n: 'a', v: 1 })), 'payload has 101 records; at most 100 are accepted per message');
 });
