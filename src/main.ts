@@ -192,7 +192,8 @@ export async function startService(env: Record<string, string | undefined>, opti
     const deviceAuth = { authenticate, authenticateDeviceKey: auth.authenticateDeviceKey };
     const ingest = createHttpServer('messaging', log);
     registerPublishRoutes(ingest, messaging);
-    closers.push({ name: 'live subscriptions', close: registerLiveRoute(ingest, messaging, { ...deviceAuth, log, settings: config.messaging.live }) });
+    const live = registerLiveRoute(ingest, messaging, { ...deviceAuth, log, settings: config.messaging.live });
+    closers.push({ name: 'live subscriptions', close: live.close });
     if (config.listeners.messaging) servers.set('messaging', { server: ingest, addr: config.listeners.messaging });
     const reader = createHttpServer('reader', log);
     registerReaderRoutes(reader, messaging, deviceAuth);
@@ -262,6 +263,7 @@ export async function startService(env: Record<string, string | undefined>, opti
           const all = [...servers.values()].map((s) => s.server);
           for (const s of all) s.stopAccepting();
           mqtt?.stopAccepting();
+          live.goingAway();
           const drained = await Promise.all(all.map((s) => s.drain(config.shutdownTimeoutSecs * 1000)));
           if (drained.includes(false)) log.warn('shutdown timeout reached with requests still in flight');
           await stopAll();

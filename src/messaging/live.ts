@@ -30,7 +30,8 @@ export interface LiveSettings {
 
 /** Failures that say nothing about the subscriber (database away, overload): the socket stays. */
 const TRANSIENT = new Set(['UNAVAILABLE', 'RATE_LIMITED', 'INTERNAL']);
-/** WebSocket close code 1008, policy violation (RFC 6455 7.4.1): what a withdrawn subscription is. */
+/** WebSocket close codes (RFC 6455 7.4.1): the service stopping; a subscription withdrawn. */
+const GOING_AWAY = 1001;
 const POLICY_VIOLATION = 1008;
 
 const topicOf = (workspaceId: string, channelId: string) => `m/${workspaceId}/c/${channelId}`;
@@ -49,10 +50,17 @@ export function toLiveMessage(m: StoredMessage): Record<string, unknown> {
   return out;
 }
 
-/** Registers /ws/m/:ws/c/:ch; returns the unsubscribe from the pipeline (call it at shutdown). */
+export interface LiveRoute {
+  /** Closes every open socket with 1001 (going away), so clients reconnect to another instance now. */
+  goingAway(): void;
+  /** Stops the revalidation pass and leaves the pipeline (after goingAway, at shutdown). */
+  close(): void;
+}
+
+/** Registers /ws/m/:ws/c/:ch on the messaging listener. */
 export function registerLiveRoute(server: HttpServer, messaging: MessagingService, deps: {
   authenticate: Authenticate; authenticateDeviceKey: (key: string) => Promise<DeviceIdentity | null>; log: Logger; settings: LiveSettings;
-}): () => void {
+}): LiveRoute {
   const app = server.app;
   // Channels with at least one open socket: the publish path skips serialising for everyone else.
   const watched = new Map<string, number>();
@@ -170,8 +178,13 @@ export function registerLiveRoute(server: HttpServer, messaging: MessagingServic
     const topic = topicOf(source.workspaceId, source.channelId);
     for (const m of messages) app.publish(topic, JSON.stringify(toLiveMessage(m)));
   });
-  return () => {
-    clearInterval(timer);
-    unsubscribe();
+  return {
+    goingAway() {
+      for (const socket of [...sockets]) socket.end(GOING_AWAY, 'service stopping');
+    },
+    close() {
+      clearInterval(timer);
+      unsubscribe();
+    },
   };
 }

@@ -136,3 +136,14 @@ t.test('an open socket is closed (1008) once its key, session or grant is withdr
   t.equal((await publish(ts, a.ws, a.channel, a.publisher.key, [{ n: 'after-revalidation', v: 1 }])).status, 202);
   t.match((await keptSocket.next(1)).at(-1), { name: 'after-revalidation' }, 'and still receives');
 });
+
+t.test('stopping the service closes open sockets with 1001 (going away)', async (t) => {
+  const stopping = await startTestService(t, AUTH_ENV);
+  const w = await world(stopping, 'ws-live-stop');
+  const url = `${stopping.url('messaging').replace('http:', 'ws:')}/ws/m/${w.ws}/c/${w.channel}`;
+  const sub = subscribe(url, { authorization: `Client ${w.publisher.key}` });
+  await sub.opened;
+  await stopping.service.stop();
+  await waitUntil(() => sub.closed() !== undefined, 3000, 'the socket closed');
+  t.same(sub.closed(), { code: 1001, reason: 'service stopping' }, 'so the client reconnects elsewhere at once');
+});
