@@ -86,6 +86,7 @@ export function registerLiveRoute(server: HttpServer, messaging: MessagingServic
   async function revalidate(): Promise<void> {
     if (revalidating) return;
     revalidating = true;
+    let skipped: AppError | undefined;
     try {
       for (const socket of [...sockets]) {
         if (!sockets.has(socket)) continue;
@@ -93,13 +94,15 @@ export function registerLiveRoute(server: HttpServer, messaging: MessagingServic
         const refusal = await refusalOf(data);
         if (refusal === null || !sockets.has(socket)) continue;
         if (TRANSIENT.has(refusal.kind)) {
-          deps.log.warn('live subscription revalidation skipped', { err: refusal.message });
+          skipped = refusal;
           continue;
         }
         deps.log.info('live subscription closed: no longer allowed', { channelId: data.channelId, reason: refusal.message });
         // A close reason is at most 123 bytes; the messages are ASCII.
         socket.end(POLICY_VIOLATION, refusal.message.slice(0, 120));
       }
+      // Once per pass, not per socket: with the database away every socket would say the same.
+      if (skipped) deps.log.warn('live subscriptions not revalidated this pass', { err: skipped.message });
     } finally {
       revalidating = false;
     }
