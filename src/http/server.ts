@@ -128,6 +128,7 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
 
   function send(ex: Exchange, reply: HttpReply): void {
     if (ex.aborted || ex.done) return;
+    if (ex.method === 'HEAD') return sendHead(ex, reply);
     const body = reply.body;
     if (body !== undefined && typeof body !== 'string' && !(body instanceof Uint8Array)) {
       watchAbort(ex);
@@ -146,6 +147,28 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
     }
     ex.res.end(body, draining);
     finish(ex);
+  }
+
+  /**
+   * HEAD runs the GET handler and sends its head: the status, the headers and the Content-Length the GET
+   * body would have (RFC 9110 9.3.2), no body. A streamed body's length is not known: none is stated.
+   */
+  function sendHead(ex: Exchange, reply: HttpReply): void {
+    const body = reply.body;
+    let length: number | undefined;
+    if (typeof body === 'string') length = Buffer.byteLength(body);
+    else if (body instanceof Uint8Array) length = body.byteLength;
+    else if (body !== undefined) void body[Symbol.asyncIterator]().return?.();
+    const write = () => {
+      writeHead(ex, reply);
+      // The length is written by hand: this uWS build's endWithoutBody(length) leaves the response open
+      // (uWS then aborts the process as for a handler that never answered); only the bare form ends it.
+      if (length !== undefined) ex.res.writeHeader('content-length', String(length));
+      ex.res.endWithoutBody();
+      finish(ex);
+    };
+    if (ex.corked) write();
+    else ex.res.cork(write);
   }
 
   /** Large bodies go out as the socket drains instead of being buffered whole in the kernel queue. */
@@ -364,6 +387,8 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
     app,
     route(method, pattern, handler, options = {}) {
       if (method !== 'ANY') allowOn(method, pattern);
+      // Every GET route answers HEAD too (RFC 9110 9.3.2: a server that answers GET should answer HEAD).
+      if (method === 'GET') server.route('HEAD', pattern, handler, options);
       const names = options.headers === 'all' ? 'all' : (options.headers ?? DEFAULT_HEADERS);
       const shape: RouteShape = {
         method,

@@ -36,8 +36,18 @@ t.test('a started service answers health, 404 JSON and 413 JSON', async (t) => {
   // A route that exists for other methods says which: 405 with Allow, not 404.
   const wrongMethod = await request(`${url()}/health/live`, { method: 'DELETE' });
   t.equal(wrongMethod.statusCode, 405);
-  t.equal(wrongMethod.headers.allow, 'GET');
-  t.same(await wrongMethod.body.json(), { error: 'method not allowed: DELETE; allowed: GET' });
+  t.equal(wrongMethod.headers.allow, 'GET, HEAD');
+  t.same(await wrongMethod.body.json(), { error: 'method not allowed: DELETE; allowed: GET, HEAD' });
+  // HEAD answers what GET would, without the body; the connection stays usable for the next request.
+  const get = await request(`${url()}/health/live`);
+  const getBody = await get.body.text();
+  const head = await request(`${url()}/health/live`, { method: 'HEAD' });
+  t.equal(head.statusCode, 200);
+  t.equal(head.headers['content-length'], String(Buffer.byteLength(getBody)), 'with the length the GET body has');
+  t.equal(head.headers['content-type'], 'application/json');
+  t.equal(await head.body.text(), '', 'and no body');
+  t.equal((await request(`${url()}/no/such/route`, { method: 'HEAD' })).statusCode, 404);
+  t.same(await (await request(`${url()}/health/live`)).body.json(), { status: 'ok' }, 'a GET after the HEADs is answered');
 
   const big = JSON.stringify({ query: `{ health } #${'x'.repeat(4096)}` });
   const tooLarge = await request(`${url()}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: big });
