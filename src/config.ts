@@ -166,6 +166,9 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
       defaultLimit: r.int('SVC_READER_DEFAULT_LIMIT', 10, 1, 100_000),
       maxLimit: r.int('SVC_READER_MAX_LIMIT', 1000, 1, 100_000),
       connections: r.int('SVC_READER_DB_CONNECTIONS', 4, 1, 256),
+      // A filtered total counts every matching row and a deep offset walks past every skipped one: a
+      // reader's own query is bounded, so one caller cannot hold the reader's connections for minutes.
+      statementTimeoutMs: r.int('SVC_READER_STATEMENT_TIMEOUT_MS', 10_000, 0, 3_600_000),
     },
     live: {
       maxBackpressureBytes: r.int('SVC_MESSAGING_WS_MAX_BACKPRESSURE_BYTES', 1_048_576, 1024, 1 << 30),

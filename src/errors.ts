@@ -141,6 +141,8 @@ export function toAppError(err: unknown): AppError {
     if (code === '40001' || code === '40P01' || code === '55P03') {
       return new AppError('UNAVAILABLE', 'concurrent update, retry', { cause: err, retryAfterSeconds: 1 });
     }
+    // query_canceled: a statement timeout (the reader's bounds each page) or an operator's cancel.
+    if (code === '57014') return new AppError('UNAVAILABLE', 'query cancelled: it ran longer than the statement timeout allows', { cause: err });
     if (CONNECTION_CODES.has(code) || code.startsWith('08') || code === '57P01' || code === '57P03') {
       return new AppError('UNAVAILABLE', 'database unavailable', { cause: err, retryAfterSeconds: 1 });
     }

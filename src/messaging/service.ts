@@ -18,7 +18,7 @@ export interface MessagingSettings {
   maxRecords: number;
   writer: Omit<WriterSettings, 'connectTimeoutSecs'>;
   partitions: PartitionSettings;
-  reader: { defaultLimit: number; maxLimit: number; connections: number };
+  reader: { defaultLimit: number; maxLimit: number; connections: number; statementTimeoutMs: number };
 }
 
 export interface MessagingDeps {
@@ -107,7 +107,8 @@ export function createMessaging(deps: MessagingDeps): MessagingService {
   // one for every page (backward index scans on (channel_id, time) merged by time).
   const readerSql = postgres(deps.url, {
     max: settings.reader.connections, fetch_types: false, idle_timeout: 60, connect_timeout: deps.connectTimeoutSecs,
-    onnotice: () => undefined, connection: { application_name: 'svc-reader', plan_cache_mode: 'force_generic_plan' },
+    onnotice: () => undefined,
+    connection: { application_name: 'svc-reader', plan_cache_mode: 'force_generic_plan', statement_timeout: settings.reader.statementTimeoutMs },
   }) as unknown as Sql;
 
   function principalOf(device: DeviceIdentity): Principal {
