@@ -190,6 +190,10 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
     redisKeyPrefix: r.string('SVC_REDIS_KEY_PREFIX', 'svc:mqtt:'),
     mqttDenyAction: r.oneOf('SVC_MQTT_DENY_ACTION', ['ignore', 'disconnect'] as const, 'ignore'),
     mqttRevalidateSecs: r.int('SVC_MQTT_REVALIDATE_SECS', 60, 0, 86_400),
+    // MQTT lets a packet declare up to 256 MiB, and the parser holds what arrives of it, before CONNECT
+    // too. A publish carries at most one message plus its topic and properties: larger frames are cut
+    // off at their fixed header. Default: the message limit plus 4 KiB.
+    mqttMaxPacketBytes: r.int('SVC_MQTT_MAX_PACKET_BYTES', messaging.maxMessageBytes + 4096, 1024, 268_435_460),
     adminToken: r.secret('SVC_BROKER_ADMIN_TOKEN'),
     nodeAddress: r.optional('SVC_NODE_ADDRESS'),
     nodeHeartbeatMs: r.int('SVC_NODE_HEARTBEAT_MS', 5000, 100, 600_000),

@@ -203,7 +203,7 @@ export async function startService(env: Record<string, string | undefined>, opti
     const registry = createNodeRegistry({ url, sql, log, heartbeatMs: b.nodeHeartbeatMs, staleMs: b.nodeStaleMs, pruneMs: b.nodePruneSecs * 1000 });
     const mqtt = config.listeners.mqtt ? await createMqttBroker({
       auth, messaging, authz, log, config: {
-        denyAction: b.mqttDenyAction, revalidateSecs: b.mqttRevalidateSecs, brokerId: registry.nodeId,
+        denyAction: b.mqttDenyAction, revalidateSecs: b.mqttRevalidateSecs, brokerId: registry.nodeId, maxPacketBytes: b.mqttMaxPacketBytes,
         redis: b.redisUrl ? { url: b.redisUrl, keyPrefix: b.redisKeyPrefix } : undefined,
       },
     }) : undefined;

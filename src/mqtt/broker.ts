@@ -21,6 +21,8 @@ export interface MqttConfig {
   redis?: { url: string; keyPrefix: string };
   /** The aedes broker id (this node's id), so wills and $SYS topics name the node. */
   brokerId?: string;
+  /** Largest MQTT packet accepted (bytes on the wire); a bigger one closes the connection at its header. */
+  maxPacketBytes: number;
 }
 
 export interface MqttSnapshot {
@@ -95,6 +97,9 @@ export async function createMqttBroker(deps: MqttDeps): Promise<MqttBroker> {
   const broker = await Aedes.createBroker({
     ...backend.options,
     ...(config.brokerId ? { id: config.brokerId } : {}),
+    // Checked once a packet's fixed header is read (MQTT 5 clients are told it in the CONNACK, and get a
+    // 0x95 DISCONNECT; older ones are closed), so an oversized frame is never buffered whole.
+    maximumPacketSize: config.maxPacketBytes,
     authenticate: hooks.authenticate,
     authorizePublish: hooks.authorizePublish,
     authorizeSubscribe: hooks.authorizeSubscribe,

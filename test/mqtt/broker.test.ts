@@ -1,6 +1,7 @@
 // The MQTT broker against real auth (shared keys in PostgreSQL) and a scripted pipeline: CONNECT refusals,
 // publish refusal semantics, subscribe filters, QoS 1, retained messages, persistent sessions, fan-out of
 // HTTP messages, transient storage failures and the counters. The real pipeline: integration.test.ts.
+import net from 'node:net';
 import t from 'tap';
 import type { DeviceIdentity } from '../../src/auth/index.js';
 import { forbidden, invalidInput, unavailable } from '../../src/errors.js';
@@ -59,7 +60,7 @@ t.test('MQTT broker hooks, delivery and sessions', async (t) => {
   script.grants.add(`${a!.id}:${CH}:publish`).add(`${a!.id}:${CH}:subscribe`).add(`${b!.id}:${CH}:subscribe`).add(`${c!.id}:${CH}:subscribe`);
   const broker: MqttBroker = await createMqttBroker({
     auth: ts.service.auth, messaging: script.pipeline, authz: ts.service.authz, log: testLogger(),
-    config: { denyAction: 'ignore', revalidateSecs: 0 },
+    config: { denyAction: 'ignore', revalidateSecs: 0, maxPacketBytes: 64 * 1024 },
   });
   t.teardown(() => broker.close(1000));
   const port = await broker.listen('127.0.0.1', 0);
@@ -70,6 +71,26 @@ t.test('MQTT broker hooks, delivery and sessions', async (t) => {
     await t.rejects(connect(t, port, { username: b!.id, password: a!.key }), { code: 4 }, "another device's key");
     await t.rejects(connect(t, port, {}), { code: 4 }, 'no credentials');
     await t.resolves(deviceClient(t, port, a!), 'id + own key');
+  });
+
+  await t.test('a packet over maxPacketBytes closes the connection at its header, before or after CONNECT', async (t) => {
+    // A CONNECT declaring 100 MiB from a client that never authenticated: nothing of it is buffered.
+    const raw = net.connect(port, '127.0.0.1');
+    await new Promise((r) => raw.once('connect', r));
+    let closed = false;
+    raw.on('close', () => { closed = true; });
+    raw.on('error', () => undefined);
+    raw.write(Buffer.from([0x10, 0x80, 0x80, 0x80, 0x32])); // remaining length 0x32 << 21 = 100 MiB
+    raw.write(Buffer.alloc(1024, 0x61));
+    await waitUntil(() => closed, 3000, 'the oversized CONNECT closed');
+    t.ok(closed, 'closed after the fixed header');
+
+    const sender = await deviceClient(t, port, a!);
+    const gone = new Promise<void>((r) => sender.once('close', () => r()));
+    sender.publish(topic, Buffer.alloc(70 * 1024, 0x61), { qos: 1 });
+    await gone;
+    t.pass('a 70 KiB PUBLISH over the 64 KiB limit closes its connection');
+    t.notOk(script.stored.some((s) => s.input.payload.length >= 70 * 1024), 'and nothing of it is stored');
   });
 
   await t.test('QoS 1 publish is stored before it is acknowledged and forwarded', async (t) => {
@@ -250,7 +271,7 @@ t.test('connected clients are re-checked: a withdrawn subscribe grant closes the
   script.grants.add(`${d.id}:${CH}:subscribe`);
   const broker = await createMqttBroker({
     auth: ts.service.auth, messaging: script.pipeline, authz: ts.service.authz, log: testLogger(),
-    config: { denyAction: 'ignore', revalidateSecs: 1 },
+    config: { denyAction: 'ignore', revalidateSecs: 1, maxPacketBytes: 64 * 1024 },
   });
   t.teardown(() => broker.close(1000));
   const port = await broker.listen('127.0.0.1', 0);
