@@ -245,7 +245,7 @@ export async function startService(env: Record<string, string | undefined>, opti
     }
     if (config.listeners.coap) {
       const addr = config.listeners.coap;
-      const coap = createCoapServer({ messaging, log });
+      const coap = createCoapServer({ messaging, log, blocks: { maxMessageBytes: config.messaging.maxMessageBytes, maxHeldBytes: b.coapMaxBlockBytesHeld } });
       ports.coap = await bindProtocol('coap', 'SVC_COAP_ADDR', addr, () => coap.listen(addr.host, addr.port));
       if (ports.coap !== undefined) closers.push({ name: 'coap listener', close: () => coap.close(config.shutdownTimeoutSecs * 1000) });
     }

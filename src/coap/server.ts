@@ -7,6 +7,7 @@ import { toAppError, type AppError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Messaging } from '../messaging/index.js';
 import { parsePublishTopic } from '../mqtt/index.js';
+import { guardBlockUploads, type BlockLimits } from './block-guard.js';
 
 export interface CoapServer {
   listen(host: string, port: number): Promise<number>;
@@ -30,7 +31,7 @@ const CONTENT_TYPES: Record<string, string> = {
 type Req = InstanceType<typeof coap.IncomingMessage>;
 type Res = InstanceType<typeof coap.OutgoingMessage>;
 
-export function createCoapServer(deps: { messaging: Pick<Messaging, 'publishWithKey'>; log: Logger }): CoapServer {
+export function createCoapServer(deps: { messaging: Pick<Messaging, 'publishWithKey'>; log: Logger; blocks: BlockLimits }): CoapServer {
   const { messaging, log } = deps;
   const inFlight = new Set<Promise<void>>();
   let closing = false;
@@ -89,6 +90,7 @@ export function createCoapServer(deps: { messaging: Pick<Messaging, 'publishWith
     void work.finally(() => inFlight.delete(work));
   });
   server.on('error', (err: Error) => log.warn('coap socket error', { err: err.message }));
+  guardBlockUploads(server, deps.blocks);
 
   return {
     listen(host, port) {

@@ -1,6 +1,8 @@
 // CoAP ingest over real UDP with the coap client: path and query parsing, Content-Format handling, and
 // the CoAP code for each pipeline outcome (2.04, 4.00, 4.01, 4.03, 4.04, 4.05, 4.13, 4.15, 5.03 + Max-Age).
-import t from 'tap';
+import dgram from 'node:dgram';
+import { generate, parse, type ParsedPacket } from 'coap-packet';
+import t, { type Test } from 'tap';
 import { createCoapServer } from '../../src/coap/index.js';
 import { forbidden, invalidInput, notFound, payloadTooLarge, unauthenticated, unavailable } from '../../src/errors.js';
 import type { PublishInput } from '../../src/messaging/index.js';
@@ -14,6 +16,7 @@ t.test('CoAP ingest', async (t) => {
   const calls: { key: string; input: PublishInput }[] = [];
   const server = createCoapServer({
     log: testLogger(),
+    blocks: { maxMessageBytes: 8192, maxHeldBytes: 16384 },
     messaging: {
       async publishWithKey(key, input) {
         calls.push({ key, input });
@@ -59,4 +62,70 @@ t.test('CoAP ingest', async (t) => {
   t.equal(calls.at(-1)?.input.payload.length, large.length, 'reassembled whole');
   t.match(await coapPost(port, `${path}?auth=${encodeURIComponent('k+y/=')}`, ok), { code: '2.04' });
   t.equal(calls.at(-1)?.key, 'k+y/=', 'the key is URL-decoded');
+});
+
+/**
+ * Raw CoAP datagrams from one UDP socket (one client address, as a device's uploads come), each with the
+ * first reply to it: the coap client would not send what these tests need.
+ */
+function rawClient(t: Test, port: number) {
+  const sock = dgram.createSocket('udp4');
+  t.teardown(() => sock.close());
+  let messageId = 0;
+  return (packet: Parameters<typeof generate>[0]) => new Promise<ParsedPacket>((resolve) => {
+    sock.once('message', (m) => resolve(parse(m)));
+    sock.send(generate({ ...packet, messageId: ++messageId }), port, '127.0.0.1');
+  });
+}
+
+/** Block1 option value: NUM, M (more), SZX (block size 2^(SZX+4)). */
+function block1(num: number, more: boolean, szx: number): Buffer {
+  const v = num * 16 + (more ? 8 : 0) + szx;
+  return Buffer.from([(v >> 16) & 0xff, (v >> 8) & 0xff, v & 0xff]);
+}
+
+t.test('block-wise uploads are bounded before the package reassembles them', async (t) => {
+  const published: string[] = [];
+  const server = createCoapServer({
+    log: testLogger(),
+    blocks: { maxMessageBytes: 8192, maxHeldBytes: 4096 },
+    messaging: {
+      async publishWithKey(_key, input) {
+        published.push(input.payload.toString());
+        return { stored: 1, messages: [] };
+      },
+    },
+  });
+  const port = await server.listen('127.0.0.1', 0);
+  t.teardown(() => server.close(1000));
+  const uriPath = ['m', WS, 'c', CH].map((p) => ({ name: 'Uri-Path' as const, value: Buffer.from(p) }));
+  const send = rawClient(t, port);
+  const upload = (token: number, num: number, more: boolean, payload: Buffer) => send({
+    token: Buffer.from([token >> 8, token & 0xff]), code: '0.02', confirmable: true,
+    options: [...uriPath, { name: 'Block1', value: block1(num, more, 6) }, { name: 'Uri-Query', value: Buffer.from('auth=k') }],
+    payload,
+  });
+
+  // One 31-byte datagram claiming to be block 2^20 - 1 of 1 KiB blocks: refused, nothing allocated for it.
+  const huge = await upload(1, 2 ** 20 - 1, false, Buffer.from('[]'));
+  t.equal(huge.code, '4.13');
+  t.equal(huge.ack, true, 'piggybacked on the ACK');
+  t.equal(huge.payload.toString(), 'message exceeds the limit of 8192 bytes');
+  const size1 = huge.options.find((o) => o.name === 'Size1')?.value;
+  t.equal(size1?.readUIntBE(0, size1.length), 8192, 'Size1 states the limit');
+
+  // Unfinished transfers: 4 KiB of first blocks are held; a fifth transfer waits for them to finish or expire.
+  const kib = Buffer.alloc(1024, 0x20);
+  for (let token = 10; token < 14; token++) t.equal((await upload(token, 0, true, kib)).code, '2.31', `transfer ${token} continues`);
+  const turnedAway = await upload(14, 0, true, kib);
+  t.equal(turnedAway.code, '5.03');
+  t.equal(turnedAway.payload.toString(), 'too many block-wise uploads in progress');
+  t.equal((await upload(10, 1, true, kib)).code, '2.31', 'a transfer already held goes on');
+  t.equal((await upload(10, 8, false, kib)).code, '4.13', 'until a block would carry it past the limit');
+
+  // A finished transfer frees what it held: a new one is taken, and a whole pack arrives.
+  const pack = Buffer.from(JSON.stringify([{ n: 't', v: 1 }]).padEnd(1024, ' '));
+  t.equal((await upload(11, 1, false, pack)).code, '2.04', 'transfer 11 completes');
+  t.equal((await upload(15, 0, true, kib)).code, '2.31', 'and a new transfer fits again');
+  t.equal(published.length, 1, 'only the completed upload reached the pipeline');
 });
