@@ -194,6 +194,7 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
     // too. A publish carries at most one message plus its topic and properties: larger frames are cut
     // off at their fixed header. Default: the message limit plus 4 KiB.
     mqttMaxPacketBytes: r.int('SVC_MQTT_MAX_PACKET_BYTES', messaging.maxMessageBytes + 4096, 1024, 268_435_460),
+    mqttMaxSubscriptions: r.int('SVC_MQTT_MAX_SUBSCRIPTIONS', 100, 1, 100_000),
     // Unfinished CoAP block-wise uploads are held before anyone is authenticated: a bound on them all.
     coapMaxBlockBytesHeld: r.int('SVC_COAP_MAX_BLOCK_BYTES_HELD', 16_777_216, 1024, 1 << 30),
     adminToken: r.secret('SVC_BROKER_ADMIN_TOKEN'),

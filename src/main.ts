@@ -204,6 +204,7 @@ export async function startService(env: Record<string, string | undefined>, opti
     const mqtt = config.listeners.mqtt ? await createMqttBroker({
       auth, messaging, authz, log, config: {
         denyAction: b.mqttDenyAction, revalidateSecs: b.mqttRevalidateSecs, brokerId: registry.nodeId, maxPacketBytes: b.mqttMaxPacketBytes,
+        maxSubscriptions: b.mqttMaxSubscriptions,
         redis: b.redisUrl ? { url: b.redisUrl, keyPrefix: b.redisKeyPrefix } : undefined,
       },
     }) : undefined;

@@ -23,6 +23,8 @@ export interface MqttConfig {
   brokerId?: string;
   /** Largest MQTT packet accepted (bytes on the wire); a bigger one closes the connection at its header. */
   maxPacketBytes: number;
+  /** Subscription filters one client may hold at once. */
+  maxSubscriptions: number;
 }
 
 export interface MqttSnapshot {
@@ -90,7 +92,7 @@ export async function createMqttBroker(deps: MqttDeps): Promise<MqttBroker> {
   let closing = false;
   const hooks = createHooks({
     auth: deps.auth, messaging: deps.messaging, authz: deps.authz, metrics, log,
-    denyAction: config.denyAction, closing: () => closing,
+    denyAction: config.denyAction, maxSubscriptions: config.maxSubscriptions, closing: () => closing,
     alreadyReceived: (client, packet) => persistence.incomingGetPacket(client, packet).then(() => true, () => false),
   });
   const backend = createBrokerBackend(config.redis, log);

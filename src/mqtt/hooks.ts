@@ -30,6 +30,8 @@ export interface HookDeps {
   metrics: MqttMetrics;
   log: Logger;
   denyAction: DenyAction;
+  /** Subscription filters one client may hold at once: each is kept in the broker and its session store. */
+  maxSubscriptions: number;
   /**
    * True once the broker is closing: PUBLISHes are refused without being stored (the connection closes, the
    * client resends elsewhere), and wills are not published for connections we close ourselves.
@@ -192,6 +194,12 @@ export function createHooks(deps: HookDeps) {
     const filter = parseSubscribeFilter(sub.topic);
     if (!session || !filter) {
       metrics.counters.errors.authz++;
+      return done(null, null);
+    }
+    // A new filter beyond the bound is refused like a denied one (0x80); one already held may be renewed.
+    const held = (client as Client & { subscriptions: Record<string, unknown> }).subscriptions;
+    if (!(sub.topic in held) && Object.keys(held).length >= deps.maxSubscriptions) {
+      log.debug('mqtt subscription refused: too many held', { clientId: client.id, max: deps.maxSubscriptions });
       return done(null, null);
     }
     messaging.authorizeSubscribe({ device: session.identity }, filter.workspaceId, filter.channelId).then(

@@ -60,7 +60,7 @@ t.test('MQTT broker hooks, delivery and sessions', async (t) => {
   script.grants.add(`${a!.id}:${CH}:publish`).add(`${a!.id}:${CH}:subscribe`).add(`${b!.id}:${CH}:subscribe`).add(`${c!.id}:${CH}:subscribe`);
   const broker: MqttBroker = await createMqttBroker({
     auth: ts.service.auth, messaging: script.pipeline, authz: ts.service.authz, log: testLogger(),
-    config: { denyAction: 'ignore', revalidateSecs: 0, maxPacketBytes: 64 * 1024 },
+    config: { denyAction: 'ignore', revalidateSecs: 0, maxPacketBytes: 64 * 1024, maxSubscriptions: 5 },
   });
   t.teardown(() => broker.close(1000));
   const port = await broker.listen('127.0.0.1', 0);
@@ -91,6 +91,14 @@ t.test('MQTT broker hooks, delivery and sessions', async (t) => {
     await gone;
     t.pass('a 70 KiB PUBLISH over the 64 KiB limit closes its connection');
     t.notOk(script.stored.some((s) => s.input.payload.length >= 70 * 1024), 'and nothing of it is stored');
+  });
+
+  await t.test('a client holds at most maxSubscriptions filters; one it holds may be renewed', async (t) => {
+    const client = await deviceClient(t, port, b!);
+    for (let i = 0; i < 5; i++) t.same(await subscribe(client, `${topic}/s${i}`, 1), [1], `filter ${i + 1} of 5`);
+    t.same(await subscribe(client, `${topic}/s5`, 1), [128], 'a sixth is refused (0x80)');
+    t.same(await subscribe(client, `${topic}/s0`, 0), [0], 'renewing a held one is not a new one');
+    await new Promise<void>((r) => client.end(true, {}, () => r()));
   });
 
   await t.test('QoS 1 publish is stored before it is acknowledged and forwarded', async (t) => {
@@ -271,7 +279,7 @@ t.test('connected clients are re-checked: a withdrawn subscribe grant closes the
   script.grants.add(`${d.id}:${CH}:subscribe`);
   const broker = await createMqttBroker({
     auth: ts.service.auth, messaging: script.pipeline, authz: ts.service.authz, log: testLogger(),
-    config: { denyAction: 'ignore', revalidateSecs: 1, maxPacketBytes: 64 * 1024 },
+    config: { denyAction: 'ignore', revalidateSecs: 1, maxPacketBytes: 64 * 1024, maxSubscriptions: 5 },
   });
   t.teardown(() => broker.close(1000));
   const port = await broker.listen('127.0.0.1', 0);
