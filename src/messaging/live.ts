@@ -6,7 +6,7 @@ import { httpErrorBody, toAppError, type AppError } from '../errors.js';
 import type { Authenticate } from '../graphql/context.js';
 import type { HttpServer } from '../http/server.js';
 import type { UwsWebSocket } from '../http/uws.js';
-import { decodePathSegment } from '../http/types.js';
+import { decodePathSegment, json } from '../http/types.js';
 import type { Logger } from '../log.js';
 import { subjectOf, type Credentials } from './routes.js';
 import type { MessagingService } from './service.js';
@@ -34,6 +34,7 @@ const TRANSIENT = new Set(['UNAVAILABLE', 'RATE_LIMITED', 'INTERNAL']);
 const GOING_AWAY = 1001;
 const POLICY_VIOLATION = 1008;
 
+const LIVE_PATH = '/ws/m/:ws/c/:ch';
 const topicOf = (workspaceId: string, channelId: string) => `m/${workspaceId}/c/${channelId}`;
 
 /** The reader's message shape, so a page and a live frame read the same. */
@@ -110,7 +111,9 @@ export function registerLiveRoute(server: HttpServer, messaging: MessagingServic
   const timer = deps.settings.revalidateSecs > 0 ? setInterval(() => void revalidate(), deps.settings.revalidateSecs * 1000) : undefined;
   timer?.unref();
 
-  app.ws<SocketData>('/ws/m/:ws/c/:ch', {
+  // uWS hands a GET without the upgrade headers on to the routes: it answers 426 (RFC 9110 15.5.22).
+  server.route('GET', LIVE_PATH, () => json(426, { error: 'this is a WebSocket endpoint: send the request with Upgrade: websocket' }, { upgrade: 'websocket' }));
+  app.ws<SocketData>(LIVE_PATH, {
     maxPayloadLength: 1024,
     idleTimeout: deps.settings.idleTimeoutSecs,
     sendPingsAutomatically: true,

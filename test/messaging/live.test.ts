@@ -103,6 +103,11 @@ t.test('upgrades are refused before the socket opens', async (t) => {
   t.equal(await upgradeStatus(`/ws/m/${a.ws}/c/%zz`, { authorization: `Client ${a.publisher.key}` }), 400, 'a malformed escape in the path');
   t.equal(await upgradeStatus(`/ws/m/%E0%A4%A/c/${a.channel}`, { authorization: `Client ${a.publisher.key}` }), 400, 'a cut UTF-8 escape');
   t.equal(await upgradeStatus(path, { authorization: `Client ${a.publisher.key}` }), 101, 'and the granted device is upgraded');
+  const plain = await fetch(`${ts.url('messaging')}${path}`, { headers: { authorization: `Client ${a.publisher.key}` } });
+  t.equal(plain.status, 426, 'a GET without the upgrade headers: Upgrade Required');
+  t.equal(plain.headers.get('upgrade'), 'websocket');
+  t.match(await plain.json(), { error: /WebSocket endpoint/ });
+  t.equal((await fetch(`${ts.url('messaging')}${path}`, { method: 'POST' })).status, 405, 'another method: 405');
 });
 
 t.test('an open socket is closed (1008) once its key, session or grant is withdrawn; the others stay', async (t) => {
