@@ -66,8 +66,8 @@ interface LiveClient extends Client {
   connecting: boolean;
 }
 
+/** Whether the client holds a subscription whose filter matches the topic. */
 const heldBy = (client: LiveClient, topic: string) => Object.keys(client.subscriptions).some((filter) => filterMatches(filter, topic));
-
 
 /** Fully resolved SenML records (RFC 8428 4.6): what MQTT subscribers get for HTTP and CoAP messages. */
 function toSenml(messages: StoredMessage[]): unknown[] {
