@@ -203,6 +203,9 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
     nodeStaleMs: r.int('SVC_NODE_STALE_MS', 15_000, 300, 3_600_000),
     nodePruneSecs: r.int('SVC_NODE_PRUNE_SECS', 3600, 1, 31_536_000),
   };
+  if (broker.coapMaxBlockBytesHeld < messaging.maxMessageBytes) {
+    r.problem('SVC_COAP_MAX_BLOCK_BYTES_HELD must be at least SVC_MESSAGING_MAX_MESSAGE_BYTES (each unfinished upload reserves a whole message)');
+  }
   if (broker.nodeStaleMs <= broker.nodeHeartbeatMs) r.problem('SVC_NODE_STALE_MS must exceed SVC_NODE_HEARTBEAT_MS');
   if (broker.redisUrl && !/^rediss?:$/.test(new URL(broker.redisUrl).protocol)) r.problem('SVC_REDIS_URL must be a redis:// or rediss:// URL');
 

@@ -1,21 +1,25 @@
 // Bounds on block-wise uploads (RFC 7959 Block1). The coap package reassembles them before any handler
 // runs, before the ?auth key is read, and trusts the client's block numbers: a single 31-byte datagram
-// whose last block is numbered 2^20 - 1 makes it allocate a gigabyte, and blocks of transfers that never
+// whose last block is numbered 2^20 - 1 makes it allocate a gigabyte, and blocks of uploads that never
 // finish stay cached for EXCHANGE_LIFETIME (247 s) without any bound. This guard sits in front of the
-// package's request handling: a block that would carry the upload past the message limit is refused
-// with 4.13 and Size1 (RFC 7959 2.9.3), a new transfer while the unfinished ones hold too much with 5.03.
+// package's request handling. Each unfinished upload reserves a whole message (maxMessageBytes) until
+// the package lets its blocks go, so they never hold more than maxHeldBytes together: a new upload past
+// that answers 5.03, and a block that would carry an upload past the message limit 4.13 with Size1
+// (RFC 7959 2.9.3).
 import type { RemoteInfo, Socket } from 'node:dgram';
 import coap from 'coap';
 import { generate, type NamedOption, type ParsedPacket } from 'coap-packet';
 
 export interface BlockLimits {
-  /** Largest message a transfer may assemble (the publish limit). */
+  /** Largest message an upload may assemble (the publish limit). */
   maxMessageBytes: number;
-  /** Bytes all unfinished transfers together may hold before new ones are turned away. */
+  /** Bytes all unfinished uploads together may hold: maxHeldBytes / maxMessageBytes of them at once. */
   maxHeldBytes: number;
 }
 
-interface Transfer {
+/** An unfinished upload: the bytes of each block the package holds for it, by byte offset. */
+interface Upload {
+  blocks: Map<number, number>;
   bytes: number;
   lastBlockAt: number;
 }
@@ -48,21 +52,15 @@ export function guardBlockUploads(server: InstanceType<typeof coap.Server>, limi
   if (typeof internals._handle !== 'function') throw new Error('coap: the server has no _handle to guard (the package changed)');
   const handle = internals._handle.bind(server);
   const lifetimeMs = coap.parameters.exchangeLifetime * 1000;
-  // Insertion order is last-block order (a transfer is moved to the end on each block): the oldest first.
-  const transfers = new Map<string, Transfer>();
-  let held = 0;
+  const capacity = Math.floor(limits.maxHeldBytes / limits.maxMessageBytes);
+  // Insertion order is last-block order (an upload moves to the end on each block): the oldest first.
+  const uploads = new Map<string, Upload>();
 
-  function forget(key: string): void {
-    const t = transfers.get(key);
-    if (t === undefined) return;
-    held -= t.bytes;
-    transfers.delete(key);
-  }
-
+  /** The package forgets an upload's blocks EXCHANGE_LIFETIME after they came: so does the guard. */
   function sweep(now: number): void {
-    for (const [key, t] of transfers) {
-      if (now - t.lastBlockAt < lifetimeMs) break;
-      forget(key);
+    for (const [key, u] of uploads) {
+      if (now - u.lastBlockAt < lifetimeMs) break;
+      uploads.delete(key);
     }
   }
 
@@ -72,33 +70,41 @@ export function guardBlockUploads(server: InstanceType<typeof coap.Server>, limi
     internals._sock?.send(response, rsinfo.port, rsinfo.address);
   }
 
+  const tooLarge = (packet: ParsedPacket, rsinfo: RemoteInfo) => reply(packet, rsinfo, '4.13',
+    `message exceeds the limit of ${limits.maxMessageBytes} bytes`, [{ name: 'Size1', value: uint(limits.maxMessageBytes) }]);
+
   internals._handle = (packet, rsinfo) => {
     const option = packet.options.find((o) => o.name === 'Block1');
     // Only requests carry Block1 uploads (POST 0.02, PUT 0.03); everything else is the package's.
     if (option === undefined || (packet.code !== '0.02' && packet.code !== '0.03')) return handle(packet, rsinfo);
     const block = parseBlock(option.value);
     if (block === null) return reply(packet, rsinfo, '4.00', 'invalid Block1 option', []);
+    const start = block.num * block.size;
+    const length = packet.payload.length;
+    // Refused blocks leave the upload's reservation as it was: the package still holds its earlier blocks.
+    if (start + length > limits.maxMessageBytes) return tooLarge(packet, rsinfo);
     const key = `${rsinfo.address}:${rsinfo.port}/${packet.token.toString('hex')}`;
-    if (block.num * block.size + packet.payload.length > limits.maxMessageBytes) {
-      forget(key);
-      return reply(packet, rsinfo, '4.13', `message exceeds the limit of ${limits.maxMessageBytes} bytes`,
-        [{ name: 'Size1', value: uint(limits.maxMessageBytes) }]);
-    }
     const now = Date.now();
     sweep(now);
-    const known = transfers.get(key);
-    if (!block.more) {
-      forget(key);
-      return handle(packet, rsinfo);
+    let upload = uploads.get(key);
+    if (upload === undefined && block.more) {
+      if (uploads.size >= capacity) return reply(packet, rsinfo, '5.03', 'too many block-wise uploads in progress', [{ name: 'Max-Age', value: uint(5) }]);
+      upload = { blocks: new Map(), bytes: 0, lastBlockAt: now };
     }
-    const bytes = packet.payload.length;
-    if (known === undefined && held + bytes > limits.maxHeldBytes) {
-      return reply(packet, rsinfo, '5.03', 'too many block-wise uploads in progress', [{ name: 'Max-Age', value: uint(5) }]);
+    if (upload !== undefined) {
+      // A block sent again replaces itself in the package's cache; blocks at overlapping offsets add up.
+      const bytes = upload.bytes - (upload.blocks.get(start) ?? 0) + length;
+      if (bytes > limits.maxMessageBytes) return tooLarge(packet, rsinfo);
+      upload.blocks.set(start, length);
+      upload.bytes = bytes;
+      upload.lastBlockAt = now;
+      uploads.delete(key);
+      uploads.set(key, upload);
     }
-    forget(key);
-    const t = { bytes: (known?.bytes ?? 0) + bytes, lastBlockAt: now };
-    transfers.set(key, t);
-    held += t.bytes;
+    if (block.more) return handle(packet, rsinfo);
+    // The last block: the package reassembles the upload and drops its blocks, or throws (a block is
+    // missing) and keeps them until they expire, and the reservation with them.
     handle(packet, rsinfo);
+    uploads.delete(key);
   };
 }

@@ -111,6 +111,10 @@ export function createCoapServer(deps: { messaging: Pick<Messaging, 'publishWith
         new Promise((resolve) => { timer = setTimeout(resolve, timeoutMs); }),
       ]);
       clearTimeout(timer);
+      // A request the package failed on (a block missing) still gets its separate empty ACK
+      // piggybackReplyMs later, from a timer close() does not clear: sent on a closed socket, it would
+      // throw from that timer. Those timers go off first.
+      await new Promise((resolve) => setTimeout(resolve, coap.parameters.piggybackReplyMs));
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };

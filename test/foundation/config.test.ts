@@ -61,6 +61,11 @@ t.test('scrypt parameters scrypt itself would refuse are refused at start', asyn
   t.equal(loadConfig({ SVC_SCRYPT_COST: '32768', SVC_SCRYPT_BLOCK_SIZE: '1' }).auth.scrypt.cost, 32768);
 });
 
+t.test('the CoAP upload room holds at least one whole message', async (t) => {
+  t.throws(() => loadConfig({ SVC_MESSAGING_MAX_MESSAGE_BYTES: '65536', SVC_COAP_MAX_BLOCK_BYTES_HELD: '32768' }), /SVC_COAP_MAX_BLOCK_BYTES_HELD must be at least SVC_MESSAGING_MAX_MESSAGE_BYTES/);
+  t.equal(loadConfig({ SVC_MESSAGING_MAX_MESSAGE_BYTES: '65536', SVC_COAP_MAX_BLOCK_BYTES_HELD: '65536' }).broker.coapMaxBlockBytesHeld, 65536);
+});
+
 t.test('describeConfig never shows the database password', async (t) => {
   const c = loadConfig({ DATABASE_URL: 'postgres://u:hunter2@db:5432/x' });
   t.notMatch(JSON.stringify(describeConfig(c)), 'hunter2');

@@ -73,8 +73,16 @@ function rawClient(t: Test, port: number) {
   t.teardown(() => sock.close());
   let messageId = 0;
   return (packet: Parameters<typeof generate>[0]) => new Promise<ParsedPacket>((resolve) => {
-    sock.once('message', (m) => resolve(parse(m)));
-    sock.send(generate({ ...packet, messageId: ++messageId }), port, '127.0.0.1');
+    const id = ++messageId;
+    // The reply to this message, not a late separate ACK of an earlier one.
+    const onMessage = (m: Buffer) => {
+      const reply = parse(m);
+      if (reply.messageId !== id) return;
+      sock.off('message', onMessage);
+      resolve(reply);
+    };
+    sock.on('message', onMessage);
+    sock.send(generate({ ...packet, messageId: id }), port, '127.0.0.1');
   });
 }
 
@@ -88,7 +96,8 @@ t.test('block-wise uploads are bounded before the package reassembles them', asy
   const published: string[] = [];
   const server = createCoapServer({
     log: testLogger(),
-    blocks: { maxMessageBytes: 8192, maxHeldBytes: 4096 },
+    // Room for four unfinished uploads: each reserves a whole message.
+    blocks: { maxMessageBytes: 8192, maxHeldBytes: 4 * 8192 },
     messaging: {
       async publishWithKey(_key, input) {
         published.push(input.payload.toString());
@@ -114,7 +123,7 @@ t.test('block-wise uploads are bounded before the package reassembles them', asy
   const size1 = huge.options.find((o) => o.name === 'Size1')?.value;
   t.equal(size1?.readUIntBE(0, size1.length), 8192, 'Size1 states the limit');
 
-  // Unfinished transfers: 4 KiB of first blocks are held; a fifth transfer waits for them to finish or expire.
+  // Four unfinished transfers fill the room; a fifth waits for one to finish or expire.
   const kib = Buffer.alloc(1024, 0x20);
   for (let token = 10; token < 14; token++) t.equal((await upload(token, 0, true, kib)).code, '2.31', `transfer ${token} continues`);
   const turnedAway = await upload(14, 0, true, kib);
@@ -128,4 +137,29 @@ t.test('block-wise uploads are bounded before the package reassembles them', asy
   t.equal((await upload(11, 1, false, pack)).code, '2.04', 'transfer 11 completes');
   t.equal((await upload(15, 0, true, kib)).code, '2.31', 'and a new transfer fits again');
   t.equal(published.length, 1, 'only the completed upload reached the pipeline');
+});
+
+t.test('an upload refused midway, or whose blocks never join up, keeps its room until the package lets it go', async (t) => {
+  const server = createCoapServer({
+    log: testLogger(),
+    blocks: { maxMessageBytes: 4096, maxHeldBytes: 3 * 4096 },
+    messaging: { async publishWithKey() { return { stored: 1, messages: [] }; } },
+  });
+  const port = await server.listen('127.0.0.1', 0);
+  t.teardown(() => server.close(1000));
+  const send = rawClient(t, port);
+  const uriPath = ['m', WS, 'c', CH].map((p) => ({ name: 'Uri-Path' as const, value: Buffer.from(p) }));
+  const upload = (token: number, num: number, more: boolean, payload: Buffer) => send({
+    token: Buffer.from([token]), code: '0.02', confirmable: true,
+    options: [...uriPath, { name: 'Block1', value: block1(num, more, 6) }, { name: 'Uri-Query', value: Buffer.from('auth=k') }],
+    payload,
+  });
+  const kib = Buffer.alloc(1024, 0x20);
+
+  t.equal((await upload(1, 0, true, kib)).code, '2.31');
+  t.equal((await upload(1, 4, true, kib)).code, '4.13', 'upload 1 is refused midway; the package still holds its first block');
+  t.equal((await upload(2, 0, true, kib)).code, '2.31');
+  t.not((await upload(2, 2, false, kib)).code, '2.04', 'upload 2 ends with block 1 missing: the package cannot join it');
+  for (let i = 0; i < 5; i++) t.equal((await upload(3, 0, true, kib)).code, '2.31', 'the same block sent again is not counted again');
+  t.equal((await upload(4, 0, true, kib)).code, '5.03', 'uploads 1 and 2 still hold their room, with upload 3 the room is full');
 });
