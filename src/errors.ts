@@ -160,6 +160,14 @@ export function isDataError(err: unknown): boolean {
   return typeof code === 'string' && (code.startsWith('22') || code.startsWith('23'));
 }
 
+/**
+ * Failures that say nothing about the caller (the database away, overload, a bug): a decision that
+ * failed this way is not a refusal, and asking again later may succeed.
+ */
+export function isTransient(err: AppError): boolean {
+  return err.kind === 'UNAVAILABLE' || err.kind === 'RATE_LIMITED' || err.kind === 'INTERNAL';
+}
+
 /** Errors the edge must log with their stack: everything that is not a deliberate client answer. */
 export function isUnexpected(err: AppError): boolean {
   return err.kind === 'INTERNAL';

@@ -2,7 +2,7 @@
 // writer's post-commit fan-out. Authentication and the subscribe decision happen before the upgrade.
 import { STATUS_CODES } from 'node:http';
 import type { DeviceIdentity } from '../auth/index.js';
-import { httpErrorBody, toAppError, type AppError } from '../errors.js';
+import { httpErrorBody, isTransient, toAppError, type AppError } from '../errors.js';
 import type { Authenticate } from '../graphql/context.js';
 import type { HttpServer } from '../http/server.js';
 import type { UwsWebSocket } from '../http/uws.js';
@@ -28,8 +28,6 @@ export interface LiveSettings {
   revalidateSecs: number;
 }
 
-/** Failures that say nothing about the subscriber (database away, overload): the socket stays. */
-const TRANSIENT = new Set(['UNAVAILABLE', 'RATE_LIMITED', 'INTERNAL']);
 /** WebSocket close codes (RFC 6455 7.4.1): the service stopping; a subscription withdrawn. */
 const GOING_AWAY = 1001;
 const POLICY_VIOLATION = 1008;
@@ -94,7 +92,8 @@ export function registerLiveRoute(server: HttpServer, messaging: MessagingServic
         const data = socket.getUserData();
         const refusal = await refusalOf(data);
         if (refusal === null || !sockets.has(socket)) continue;
-        if (TRANSIENT.has(refusal.kind)) {
+        // The check itself failed (database away): the socket stays until a pass can decide.
+        if (isTransient(refusal)) {
           skipped = refusal;
           continue;
         }

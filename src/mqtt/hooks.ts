@@ -3,7 +3,7 @@
 import type { AuthenticateError, Client, PublishPacket, Subscription } from 'aedes';
 import { principalOfDevice, type DeviceIdentity } from '../auth/index.js';
 import type { Authz } from '../authz/types.js';
-import { toAppError, type AppError } from '../errors.js';
+import { isTransient, toAppError, type AppError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Messaging } from '../messaging/index.js';
 import { holdDeliveriesUntilConnack } from './connack-first.js';
@@ -55,7 +55,6 @@ const V5_PAYLOAD_FORMAT_INVALID = 0x99;
 export const KEY_RECHECK_MS = 1000;
 const TOPIC_CACHE = 64;
 
-const TRANSIENT = new Set(['UNAVAILABLE', 'RATE_LIMITED', 'INTERNAL']);
 const PACKET = new Set(['INVALID_INPUT', 'PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE']);
 
 function connectError(returnCode: number, message: string): AuthenticateError {
@@ -206,7 +205,7 @@ export function createHooks(deps: HookDeps) {
       () => done(null, sub),
       (err: unknown) => {
         const appErr = toAppError(err);
-        if (TRANSIENT.has(appErr.kind)) log.warn('mqtt subscribe authorization unavailable', { err: appErr.message });
+        if (isTransient(appErr)) log.warn('mqtt subscribe authorization unavailable', { err: appErr.message });
         else metrics.counters.errors.authz++;
         // A refused filter gets 0x80 in its SUBACK slot; the other filters of the packet are unaffected.
         done(null, null);
@@ -243,7 +242,7 @@ function classify(err: Error): 'auth' | 'authz' | 'packet' | 'transient' {
   const refusal = (err as { refusal?: 'auth' | 'authz' | 'packet' }).refusal;
   if (refusal) return refusal;
   const appErr: AppError = toAppError(err);
-  if (TRANSIENT.has(appErr.kind)) return 'transient';
+  if (isTransient(appErr)) return 'transient';
   if (appErr.kind === 'UNAUTHENTICATED') return 'auth';
   if (PACKET.has(appErr.kind)) return 'packet';
   return 'authz';
