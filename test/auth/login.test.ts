@@ -79,12 +79,12 @@ t.test('wrong password and unknown identifier fail alike, with similar timing; f
 });
 
 t.test('an account whose hash predates today\'s scrypt parameters fails as slowly as an unknown identifier', async (t) => {
-  const ts = await startAuthService(t, { SVC_SCRYPT_COST: '32768', SVC_LOGIN_FAILURE_LIMIT: '50' });
+  const ts = await startAuthService(t, { SVC_SCRYPT_COST: '16384', SVC_LOGIN_FAILURE_LIMIT: '50' });
   const dormant = await insertEntity(ts, { name: 'dormant' });
   const admin = await adminToken(ts);
   const set = await gql(ts.url(), `mutation ($id: ID!) { createPassword(entityId: $id, password: "dormant-password-x") }`, { id: dormant }, admin);
   t.equal(set.body.data?.createPassword, true);
-  // As if the password was set before the operator raised the cost from 1024: a 32nd of today's work.
+  // As if the password was set before the operator raised the cost from 1024: a 16th of today's work.
   await ts.service.sql`update credentials set secret_hash = ${await hashPassword('dormant-password-x', { cost: 1024, blockSize: 8, parallelization: 1 })}
     where entity_id = ${dormant} and kind = 'password'`;
   const { median, detail } = await failureTimeRatio(t, ts.url(), 'dormant', (i) => `nobody-${i}@example.com`);
