@@ -64,6 +64,9 @@ export const notFound = (what: string) => new AppError('NOT_FOUND', `${what} not
 export const conflict = (message: string) => new AppError('CONFLICT', message);
 export const payloadTooLarge = (limit: number) =>
   new AppError('PAYLOAD_TOO_LARGE', `request body exceeds the limit of ${limit} bytes`);
+/** The coding is echoed cut short: it is the client's text, and a header can be long. */
+export const unsupportedContentEncoding = (coding: string) =>
+  new AppError('UNSUPPORTED_MEDIA_TYPE', `content encoding '${coding.slice(0, 40)}' is not supported; send the body uncompressed`);
 export const rateLimited = (retryAfterSeconds: number, message = 'rate limit exceeded') =>
   new AppError('RATE_LIMITED', message, { retryAfterSeconds });
 export const unavailable = (message: string, retryAfterSeconds?: number) =>

@@ -1,7 +1,7 @@
 // A uWS listener with routing, bounded body reading, abort safety, request ids, error mapping and draining.
 import { randomBytes } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
-import { AppError, httpErrorBody, isUnexpected, payloadTooLarge, toAppError } from '../errors.js';
+import { AppError, httpErrorBody, isUnexpected, payloadTooLarge, toAppError, unsupportedContentEncoding } from '../errors.js';
 import type { Logger } from '../log.js';
 import { nativeUws, type TemplatedApp, type UwsRequest, type UwsResponse, type us_listen_socket } from './uws.js';
 import { decodePathSegment, json, methodNotAllowed, type HttpHandler, type HttpMethod, type HttpReply, type HttpRequest, type RouteOptions } from './types.js';
@@ -40,6 +40,9 @@ function statusLine(status: number): Buffer {
   return line;
 }
 const REQUEST_ID_HEADER = Buffer.from('x-request-id');
+const CONTENT_ENCODING = Buffer.from('content-encoding');
+/** Sent with a 415 for a coded body (RFC 9110 12.5.3): the one coding every body route reads. */
+const IDENTITY_ONLY = Object.freeze({ 'accept-encoding': 'identity' });
 const encodedHeaderSets = new WeakMap<object, Buffer[]>();
 /** A frozen header set (a module constant) as name, value, name, value... bytes. */
 function encodedHeaders(headers: Readonly<Record<string, string>>): Buffer[] {
@@ -285,6 +288,9 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
         params = NO_PARAMS;
       }
     }
+    // A body route reads the bytes as they came: a coded body (gzip...) would be misread as plain text.
+    const limit = options.bodyLimit;
+    const coding = limit === undefined ? '' : req.getHeader(CONTENT_ENCODING);
     const incomingId = headers['x-request-id'];
     // A route for one method knows it already: only ANY asks uWS (one native call and a string less).
     let method: string = routeMethod;
@@ -302,9 +308,11 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
       incomingId !== undefined && REQUEST_ID.test(incomingId) ? incomingId : nextRequestId(),
     );
     inFlight++;
-    const limit = options.bodyLimit;
     // Answered before any body is read: a route with a body closes the connection on it.
     if (badPath !== undefined) return limit === undefined ? send(ex, errorReply(badPath)) : sendAndClose(ex, errorReply(badPath));
+    if (coding !== '' && coding.trim().toLowerCase() !== 'identity') {
+      return sendAndClose(ex, errorReply(unsupportedContentEncoding(coding), IDENTITY_ONLY));
+    }
     if (limit === undefined) {
       run(ex, handler);
       ex.corked = false;
@@ -438,8 +446,8 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
   return server;
 }
 
-export function errorReply(err: AppError): HttpReply {
-  const headers: Record<string, string> = {};
+export function errorReply(err: AppError, extraHeaders?: Readonly<Record<string, string>>): HttpReply {
+  const headers: Record<string, string> = { ...extraHeaders };
   if (err.retryAfterSeconds !== undefined) headers['retry-after'] = String(Math.max(1, Math.ceil(err.retryAfterSeconds)));
   return json(err.status, httpErrorBody(err), headers);
 }

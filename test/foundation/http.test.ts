@@ -123,6 +123,32 @@ t.test('a malformed percent-escape in a path parameter is a 400, not a crash', a
   t.same(await alive.body.json(), { id: 'still-here' }, 'the listener still serves');
 });
 
+t.test('a coded body is refused with 415 before it is read; identity is plain', async (t) => {
+  const server = createHttpServer('codings', testLogger());
+  server.route('POST', '/echo', (req) => json(200, { text: req.body.toString() }), { bodyLimit: 1024 });
+  server.route('GET', '/echo', (req) => json(200, { coding: req.headers['content-encoding'] ?? null }));
+  const port = await server.listen('127.0.0.1', 0);
+  t.teardown(() => server.close());
+  const base = `http://127.0.0.1:${port}`;
+  for (const coding of ['gzip', 'br', 'gzip, identity', 'x'.repeat(200)]) {
+    const got = await request(`${base}/echo`, { method: 'POST', headers: { 'content-encoding': coding }, body: 'plain text' });
+    t.equal(got.statusCode, 415, coding.slice(0, 20));
+    t.equal(got.headers['accept-encoding'], 'identity', 'naming the coding it reads');
+    t.same(await got.body.json(), { error: `content encoding '${coding.slice(0, 40)}' is not supported; send the body uncompressed` });
+  }
+  for (const coding of ['identity', 'Identity ']) {
+    const got = await request(`${base}/echo`, { method: 'POST', headers: { 'content-encoding': coding }, body: 'plain text' });
+    t.same(await got.body.json(), { text: 'plain text' }, `'${coding}' is the body as sent`);
+  }
+  // The refused body is still on the wire: the connection is closed rather than the body parsed as a request.
+  const raw = await rawRequest(port, 'POST /echo HTTP/1.1\r\nHost: x\r\nContent-Encoding: gzip\r\nContent-Length: 26\r\n\r\nGET /echo HTTP/1.1\r\nX: y\r\n\r\n');
+  t.match(raw, /^HTTP\/1\.1 415 /);
+  t.notMatch(raw, /HTTP\/1\.1 200/, 'the body was not served as a second request');
+  const get = await request(`${base}/echo`, { headers: { 'content-encoding': 'gzip' } });
+  t.equal(get.statusCode, 200, 'a route without a body does not care');
+  await get.body.dump();
+});
+
 t.test('large replies respect backpressure and arrive whole', async (t) => {
   const server = createHttpServer('test', testLogger());
   const payload = Buffer.alloc(16 * 1024 * 1024);

@@ -1,4 +1,5 @@
 // HTTP publish → reader round trip with RFC 8428 resolution, and every refusal storing nothing.
+import { gzipSync } from 'node:zlib';
 import t from 'tap';
 import { AUTH_ENV, accessTokenFor, adminToken } from '../helpers/auth.js';
 import { gql, startTestService } from '../helpers/service.js';
@@ -125,6 +126,10 @@ t.test('every refusal stores nothing', async (t) => {
     ['vd not base64url', () => publish(ts, a.ws, ch, a.publisher.key, [{ n: 'a', vd: 'a+b/' }]), 400, /field 'vd'/],
     ['too many records', () => publish(ts, a.ws, ch, a.publisher.key, Array.from({ length: 51 }, (_, i) => ({ n: `r${i}`, v: i }))), 400, /at most 50/],
     ['body over the limit', () => publish(ts, a.ws, ch, a.publisher.key, [{ n: 'a', vs: 'x'.repeat(5000) }]), 413, /4096/],
+    // A coded body would be read as plain text: a gzip body failed as 'not valid JSON', and a plain one
+    // declared gzip was stored.
+    ['gzip body', () => fetch(`${ts.url('messaging')}/http/m/${a.ws}/c/${ch}`, { method: 'POST', headers: { authorization: `Client ${a.publisher.key}`, 'content-type': 'application/senml+json', 'content-encoding': 'gzip' }, body: gzipSync(JSON.stringify(ok)) }), 415, "content encoding 'gzip' is not supported; send the body uncompressed"],
+    ['plain body declared gzip', () => fetch(`${ts.url('messaging')}/http/m/${a.ws}/c/${ch}`, { method: 'POST', headers: { authorization: `Client ${a.publisher.key}`, 'content-type': 'application/senml+json', 'content-encoding': 'gzip' }, body: JSON.stringify(ok) }), 415, /content encoding 'gzip'/],
     ['PUT instead of POST', () => fetch(`${ts.url('messaging')}/http/m/${a.ws}/c/${ch}`, { method: 'PUT', headers: { authorization: `Client ${a.publisher.key}`, 'content-type': 'application/senml+json' }, body: JSON.stringify(ok) }), 405, 'method not allowed: PUT; allowed: POST'],
   ];
   for (const [why, call, status, message] of cases) {
