@@ -56,6 +56,17 @@ export const KEY_RECHECK_MS = 1000;
 const TOPIC_CACHE = 64;
 
 const PACKET = new Set(['INVALID_INPUT', 'PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE']);
+const SENML_JSON = 'application/senml+json';
+
+/**
+ * What the payload is: MQTT 5's Content Type when the publisher states one (plain JSON read as SenML
+ * JSON, as CoAP's format 50 is), else SenML JSON, the topic's format (3.1.1 cannot say). Any other stated
+ * type is refused by the pipeline instead of being misread as JSON.
+ */
+function contentTypeOf(packet: PublishPacket): string {
+  const stated = packet.properties?.contentType;
+  return stated === undefined || stated === 'application/json' ? SENML_JSON : stated;
+}
 
 function connectError(returnCode: number, message: string): AuthenticateError {
   return Object.assign(new Error(message), { returnCode }) as AuthenticateError;
@@ -149,7 +160,7 @@ export function createHooks(deps: HookDeps) {
     if (packet.retain && packet.payload.length === 0) return clearRetained(identity, topic);
     await messaging.publishAsDevice(identity, {
       workspaceId: topic.workspaceId, channelId: topic.channelId, subtopic: topic.subtopic,
-      protocol: 'mqtt', payload: Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload), contentType: 'application/senml+json',
+      protocol: 'mqtt', payload: Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload), contentType: contentTypeOf(packet),
     });
   }
 

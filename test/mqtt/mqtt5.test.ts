@@ -2,6 +2,7 @@
 // refusals answered with reason codes (0x87 PUBACK under 'ignore', the connection kept; a DISCONNECT
 // under 'disconnect'), SUBACK 0x87 for a channel without subscribe, another workspace refused. The
 // transient failure (DISCONNECT 0x89, no PUBACK) is in broker.test.ts, where storage can be made to fail.
+// A stated Content Type (MQTT 5) other than SenML or plain JSON is refused rather than read as JSON.
 import t from 'tap';
 import type { MqttClient } from 'mqtt';
 import { insertTenant, startAuthService } from '../helpers/auth.js';
@@ -80,6 +81,26 @@ for (const denyAction of ['ignore', 'disconnect'] as const) {
       }
       await sleep(100);
       t.equal(await stored(), before, 'nothing stored');
+    });
+
+    await t.test('a stated Content Type: SenML or plain JSON is read, any other is refused, not misread', async (t) => {
+      const before = await stored();
+      const pub = await deviceClient(t, port, sensor!, V5);
+      const typed = (contentType: string, payload: string) => new Promise<number>((resolve) => pub.publish(topic, payload, { qos: 1, properties: { contentType } }, (err) => resolve(err ? Number((err as { code?: number }).code) : 0)));
+      t.equal(await typed('application/senml+json', senml('typed', 1)), 0, 'senml+json');
+      t.equal(await typed('application/json', senml('typed', 2)), 0, 'plain JSON holding SenML');
+      t.equal(await stored(), before + 2, 'both stored');
+      // A JSON text that is valid SenML, stated as CBOR: stored before (the type was never read).
+      if (denyAction === 'ignore') {
+        t.equal(await typed('application/senml+cbor', senml('typed', 3)), 0x87, 'another type: refused with its reason');
+        t.notOk(pub.disconnected, 'the connection stays open');
+      } else {
+        const reason = disconnectReason(pub);
+        pub.publish(topic, senml('typed', 3), { qos: 1, properties: { contentType: 'application/senml+cbor' } });
+        t.equal(await reason, 0x99, 'another type: DISCONNECT 0x99 (payload format invalid)');
+      }
+      await sleep(100);
+      t.equal(await stored(), before + 2, 'the refused one is not stored');
     });
   });
 }
