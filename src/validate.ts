@@ -1,8 +1,18 @@
 // Input checks shared by every domain: each failure names the field and what was wrong.
+import { isUtf8 } from 'node:buffer';
 import { invalidInput } from './errors.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const ALIAS = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+
+/**
+ * Bytes as text, refused unless they are UTF-8 (JSON's encoding, RFC 8259 8.1): decoding would put U+FFFD
+ * in place of bad bytes, and the record stored would hold text the client never sent.
+ */
+export function utf8Text(bytes: Buffer, what: string): string {
+  if (!isUtf8(bytes)) throw invalidInput(`${what} is not valid UTF-8`);
+  return bytes.toString('utf8');
+}
 
 export function isUuid(value: unknown): value is string {
   return typeof value === 'string' && UUID.test(value);

@@ -4,6 +4,7 @@ import { AppError, invalidInput, unauthenticated } from '../errors.js';
 import type { RateLimiter } from '../http/rate-limit.js';
 import type { HttpServer } from '../http/server.js';
 import { empty, json, searchParams, type HttpRequest } from '../http/types.js';
+import { utf8Text } from '../validate.js';
 import type { Login } from './login.js';
 import type { Principal } from './principal.js';
 import type { RequestMeta, Sessions } from './sessions.js';
@@ -34,9 +35,10 @@ function readJson(req: HttpRequest): Record<string, unknown> {
   if (type !== undefined && !type.toLowerCase().startsWith('application/json')) {
     throw new AppError('UNSUPPORTED_MEDIA_TYPE', 'Content-Type must be application/json');
   }
+  const text = utf8Text(req.body, 'request body');
   let body: unknown;
   try {
-    body = JSON.parse(req.body.toString('utf8') || '{}');
+    body = JSON.parse(text || '{}');
   } catch {
     throw invalidInput('request body must be a JSON object');
   }

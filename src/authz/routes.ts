@@ -5,6 +5,7 @@ import type { Principal } from '../auth/principal.js';
 import { AppError, invalidInput } from '../errors.js';
 import type { HttpServer } from '../http/server.js';
 import { JSON_HEADERS, json, type HttpReply, type HttpRequest } from '../http/types.js';
+import { utf8Text } from '../validate.js';
 import { SNAKE, parseActions, parseCheck, parseContext, parseObject, parseSubject, type CheckRuntime, type PreparedCheck } from './api.js';
 import type { Decision } from './types.js';
 
@@ -14,7 +15,7 @@ function jsonText(req: HttpRequest): string {
   if (type !== undefined && !type.toLowerCase().startsWith('application/json')) {
     throw new AppError('UNSUPPORTED_MEDIA_TYPE', 'Content-Type must be application/json');
   }
-  return req.body.toString('utf8');
+  return utf8Text(req.body, 'request body');
 }
 
 function parseJsonObject(text: string): Record<string, unknown> {

@@ -2,6 +2,7 @@
 import { AppError, invalidInput } from '../errors.js';
 import type { HttpServer } from '../http/server.js';
 import { JSON_HEADERS, json, type HttpRequest } from '../http/types.js';
+import { utf8Text } from '../validate.js';
 import { createContext, type Authenticate } from './context.js';
 import type { GraphqlExecutor, GraphqlRequest } from './executor.js';
 
@@ -10,9 +11,10 @@ function badRequest(req: HttpRequest, status: number, message: string) {
 }
 
 export function decodeGraphqlRequest(body: Buffer): GraphqlRequest {
+  const text = utf8Text(body, 'request body');
   let envelope: unknown;
   try {
-    envelope = JSON.parse(body.toString('utf8'));
+    envelope = JSON.parse(text);
   } catch {
     throw invalidInput('request body must be a JSON object with a query string');
   }

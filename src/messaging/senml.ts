@@ -1,5 +1,6 @@
 // SenML (RFC 8428) JSON packs parsed, validated and resolved into stored messages in one pass.
 import { invalidInput, type AppError } from '../errors.js';
+import { utf8Text } from '../validate.js';
 import type { Protocol, StoredMessage } from './types.js';
 
 /** RFC 8428 is version 10; earlier drafts' packs (lower versions) use a subset of the same fields. */
@@ -119,7 +120,7 @@ function checkKeys(rec: object, index: number): void {
  * exactly one of v, vs, vb, vd, or a sum. Throws INVALID_INPUT naming the record index (0-based) and field.
  */
 export function parseSenml(payload: Buffer | string, ctx: SenmlContext, limits: SenmlLimits, nowSeconds = Date.now() / 1000): StoredMessage[] {
-  const text = typeof payload === 'string' ? payload : payload.toString('utf8');
+  const text = typeof payload === 'string' ? payload : utf8Text(payload, 'payload');
   let pack: unknown;
   try {
     pack = JSON.parse(text);

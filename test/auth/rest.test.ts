@@ -12,6 +12,9 @@ t.test('REST login, session, introspect, sessions/:id and logout; the cookie nee
   t.same(await bad.json(), { error: 'invalid credentials' });
   t.equal((await fetch(`${ts.url()}/auth/login`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'x' })).status, 415);
   t.equal((await post(`${ts.url()}/auth/login`, [])).status, 400);
+  const latin1 = await fetch(`${ts.url()}/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: Buffer.from('{"identifier":"admin","secret":"pass\xe9word"}', 'latin1') });
+  t.equal(latin1.status, 400);
+  t.same(await latin1.json(), { error: 'request body is not valid UTF-8' }, 'not read with U+FFFD in place of the bad byte');
 
   const res = await post(`${ts.url()}/auth/login`, { identifier: 'admin', secret: ADMIN_SECRET });
   t.equal(res.status, 200);

@@ -69,6 +69,11 @@ t.test('runtime check APIs', async (t) => {
     t.same(await post('/authz/check', { subject_id: ids.dev, action: 'read' }, admin), { status: 400, body: { error: 'resource_id or object_kind is required' } });
     t.same(await post('/authz/check', devOn('ch', 'execute'), admin), { status: 400, body: { error: "action 'execute' is not valid for resource:channel" } });
     t.same(await post('/authz/check', devOn('ch', 'fly'), admin), { status: 400, body: { error: "unknown action 'fly'" } });
+    const latin1 = await request(`${ts.url()}/authz/check`, {
+      method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${admin}` },
+      body: Buffer.from(`{"subject_id":"${ids.dev}","action":"read","resource_id":"${ids.ch}","context":{"site":"caf\xe9"}}`, 'latin1'),
+    });
+    t.same({ status: latin1.statusCode, body: await latin1.body.json() }, { status: 400, body: { error: 'request body is not valid UTF-8' } });
     t.same(await post('/authz/check', { subject_id: ids.dev, action: 'read', object_kind: 'widget', object_id: ids.ch }, admin),
       { status: 400, body: { error: "unknown object_kind 'widget'; expected one of entity, resource, group, tenant, role, policy, credential, api_endpoint, audit_log, signing_key, platform" } });
   });

@@ -99,4 +99,8 @@ t.test('over HTTP: syntax and validation errors use the documented shape with HT
   t.match(await res.json(), { errors: [{ message: 'query must be a non-empty string', extensions: { code: 'BAD_REQUEST', requestId: 'abc.123' } }] });
   const notJson = await fetch(`${url()}/graphql`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: '{}' });
   t.equal(notJson.status, 415);
+  // Bytes that are not UTF-8 inside a string: decoding would have replaced them with U+FFFD.
+  const latin1 = await fetch(`${url()}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: Buffer.from('{"query":"{ health }","operationName":"caf\xe9"}', 'latin1') });
+  t.equal(latin1.status, 400);
+  t.match(await latin1.json(), { errors: [{ message: 'request body is not valid UTF-8', extensions: { code: 'BAD_REQUEST' } }] });
 });

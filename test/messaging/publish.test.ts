@@ -111,6 +111,7 @@ t.test('every refusal stores nothing', async (t) => {
     ['unknown channel', () => publish(ts, a.ws, '00000000-0000-0000-0000-00000000abcd', a.publisher.key, ok), 404, 'channel not found'],
     ['channel of another workspace', () => publish(ts, a.ws, other.channel, a.publisher.key, ok), 404, 'channel not found'],
     ['not a channel', () => publish(ts, a.ws, notChannel, a.publisher.key, ok), 404, 'channel not found'],
+    ['not UTF-8', () => fetch(`${ts.url('messaging')}/http/m/${a.ws}/c/${ch}`, { method: 'POST', headers: { authorization: `Client ${a.publisher.key}`, 'content-type': 'application/senml+json' }, body: Buffer.from('[{"n":"temp","vs":"caf\xe9"}]', 'latin1') }), 400, 'payload is not valid UTF-8'],
     ['malformed JSON', () => publish(ts, a.ws, ch, a.publisher.key, '[{"n":'), 400, 'payload is not valid JSON'],
     ['not an array', () => publish(ts, a.ws, ch, a.publisher.key, { n: 'x', v: 1 }), 400, /JSON array/],
     ['empty pack', () => publish(ts, a.ws, ch, a.publisher.key, []), 400, /at least one/],
