@@ -129,3 +129,10 @@ t.test('validation names the record and the field', async (t) => {
   fails(t, [{ n: 'a'.repeat(513), v: 1 }], /record 0: field 'n' must be at most 512 characters/);
   fails(t, Array.from({ length: 101 }, () => ({ n: 'a', v: 1 })), 'payload has 101 records; at most 100 are accepted per message');
 });
+
+t.test('a payload of bytes must be UTF-8 (MQTT and CoAP hand bytes over as they came)', async (t) => {
+  const good = parseSenml(Buffer.from('[{"n":"place","vs":"café"}]'), ctx, limits, NOW);
+  t.equal(good[0]!.stringValue, 'café');
+  t.throws(() => parseSenml(Buffer.from('[{"n":"place","vs":"caf\xe9"}]', 'latin1'), ctx, limits, NOW),
+    { kind: 'INVALID_INPUT', message: 'payload is not valid UTF-8' }, 'a Latin-1 byte is refused, not turned into U+FFFD');
+});
