@@ -14,6 +14,26 @@ export function utf8Text(bytes: Buffer, what: string): string {
   return bytes.toString('utf8');
 }
 
+// A JSON escape can spell an unpaired UTF-16 surrogate ("\ud800"), which no UTF-8 text can hold: stored,
+// it would read back as U+FFFD. Once the bytes are known UTF-8, only such an escape can make one, so a
+// value is walked only when its text has one.
+const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/;
+
+/** Refuses a parsed JSON value holding an unpaired surrogate in any string or key. */
+export function wellFormedJson(text: string, value: unknown, what: string): void {
+  if (!text.includes('\\u') || !SURROGATE_ESCAPE.test(text)) return;
+  // An explicit stack: a body may nest deeper than the call stack goes.
+  const pending: unknown[] = [value];
+  while (pending.length > 0) {
+    const v = pending.pop();
+    if (typeof v === 'string') {
+      if (!v.isWellFormed()) throw invalidInput(`${what} holds an unpaired surrogate escape (\\uD800-\\uDFFF), which is not Unicode text`);
+    } else if (typeof v === 'object' && v !== null) {
+      for (const key of Object.keys(v)) pending.push(key, (v as Record<string, unknown>)[key]);
+    }
+  }
+}
+
 export function isUuid(value: unknown): value is string {
   return typeof value === 'string' && UUID.test(value);
 }

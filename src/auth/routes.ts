@@ -4,7 +4,7 @@ import { AppError, invalidInput, unauthenticated } from '../errors.js';
 import type { RateLimiter } from '../http/rate-limit.js';
 import type { HttpServer } from '../http/server.js';
 import { empty, json, searchParams, type HttpRequest } from '../http/types.js';
-import { utf8Text } from '../validate.js';
+import { utf8Text, wellFormedJson } from '../validate.js';
 import type { Login } from './login.js';
 import type { Principal } from './principal.js';
 import type { RequestMeta, Sessions } from './sessions.js';
@@ -43,6 +43,7 @@ function readJson(req: HttpRequest): Record<string, unknown> {
     throw invalidInput('request body must be a JSON object');
   }
   if (typeof body !== 'object' || body === null || Array.isArray(body)) throw invalidInput('request body must be a JSON object');
+  wellFormedJson(text, body, 'request body');
   return body as Record<string, unknown>;
 }
 

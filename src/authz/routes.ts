@@ -5,7 +5,7 @@ import type { Principal } from '../auth/principal.js';
 import { AppError, invalidInput } from '../errors.js';
 import type { HttpServer } from '../http/server.js';
 import { JSON_HEADERS, json, type HttpReply, type HttpRequest } from '../http/types.js';
-import { utf8Text } from '../validate.js';
+import { utf8Text, wellFormedJson } from '../validate.js';
 import { SNAKE, parseActions, parseCheck, parseContext, parseObject, parseSubject, type CheckRuntime, type PreparedCheck } from './api.js';
 import type { Decision } from './types.js';
 
@@ -26,6 +26,7 @@ function parseJsonObject(text: string): Record<string, unknown> {
     throw invalidInput('request body must be JSON');
   }
   if (typeof body !== 'object' || body === null || Array.isArray(body)) throw invalidInput('request body must be a JSON object');
+  wellFormedJson(text, body, 'request body');
   return body as Record<string, unknown>;
 }
 

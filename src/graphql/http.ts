@@ -2,7 +2,7 @@
 import { AppError, invalidInput } from '../errors.js';
 import type { HttpServer } from '../http/server.js';
 import { JSON_HEADERS, json, type HttpRequest } from '../http/types.js';
-import { utf8Text } from '../validate.js';
+import { utf8Text, wellFormedJson } from '../validate.js';
 import { createContext, type Authenticate } from './context.js';
 import type { GraphqlExecutor, GraphqlRequest } from './executor.js';
 
@@ -21,6 +21,7 @@ export function decodeGraphqlRequest(body: Buffer): GraphqlRequest {
   if (typeof envelope !== 'object' || envelope === null || Array.isArray(envelope)) {
     throw invalidInput('request body must be a JSON object with a query string');
   }
+  wellFormedJson(text, envelope, 'request body');
   const { query, variables, operationName } = envelope as Record<string, unknown>;
   if (typeof query !== 'string' || query.trim() === '') throw invalidInput('query must be a non-empty string');
   if (variables !== undefined && variables !== null && (typeof variables !== 'object' || Array.isArray(variables))) {

@@ -77,6 +77,8 @@ function str(x: unknown, index: number, key: string, max = MAX_NAME_CHARS): stri
   if (x.length > max) throw fieldError(index, key, `must be at most ${max} characters`);
   // PostgreSQL text cannot hold NUL: refuse here rather than fail the whole batch later.
   if (x.includes('\u0000')) throw fieldError(index, key, 'must not contain NUL characters');
+  // An unpaired surrogate escape ("\ud800") has no UTF-8 form: stored, it would read back as U+FFFD.
+  if (!x.isWellFormed()) throw fieldError(index, key, 'holds an unpaired surrogate escape (\\uD800-\\uDFFF), which is not Unicode text');
   return x;
 }
 

@@ -15,6 +15,8 @@ t.test('REST login, session, introspect, sessions/:id and logout; the cookie nee
   const latin1 = await fetch(`${ts.url()}/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: Buffer.from('{"identifier":"admin","secret":"pass\xe9word"}', 'latin1') });
   t.equal(latin1.status, 400);
   t.same(await latin1.json(), { error: 'request body is not valid UTF-8' }, 'not read with U+FFFD in place of the bad byte');
+  const lone = await fetch(`${ts.url()}/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"identifier":"admin","secret":"pass\\udc00word"}' });
+  t.same(await lone.json(), { error: 'request body holds an unpaired surrogate escape (\\uD800-\\uDFFF), which is not Unicode text' });
 
   const res = await post(`${ts.url()}/auth/login`, { identifier: 'admin', secret: ADMIN_SECRET });
   t.equal(res.status, 200);

@@ -74,6 +74,8 @@ t.test('runtime check APIs', async (t) => {
       body: Buffer.from(`{"subject_id":"${ids.dev}","action":"read","resource_id":"${ids.ch}","context":{"site":"caf\xe9"}}`, 'latin1'),
     });
     t.same({ status: latin1.statusCode, body: await latin1.body.json() }, { status: 400, body: { error: 'request body is not valid UTF-8' } });
+    const lone = await post('/authz/check', devOn('ch', 'read', { context: { 'site\ud800': 1 } }), admin);
+    t.same(lone, { status: 400, body: { error: 'request body holds an unpaired surrogate escape (\\uD800-\\uDFFF), which is not Unicode text' } }, 'in a key too');
     t.same(await post('/authz/check', { subject_id: ids.dev, action: 'read', object_kind: 'widget', object_id: ids.ch }, admin),
       { status: 400, body: { error: "unknown object_kind 'widget'; expected one of entity, resource, group, tenant, role, policy, credential, api_endpoint, audit_log, signing_key, platform" } });
   });

@@ -103,4 +103,10 @@ t.test('over HTTP: syntax and validation errors use the documented shape with HT
   const latin1 = await fetch(`${url()}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: Buffer.from('{"query":"{ health }","operationName":"caf\xe9"}', 'latin1') });
   t.equal(latin1.status, 400);
   t.match(await latin1.json(), { errors: [{ message: 'request body is not valid UTF-8', extensions: { code: 'BAD_REQUEST' } }] });
+  // A lone surrogate escape in a variable would be stored as U+FFFD; a pair (an emoji) is text.
+  const lone = await fetch(`${url()}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"query":"query Q($n: String) { health }","variables":{"n":"x\\ud800"}}' });
+  t.equal(lone.status, 400);
+  t.match(await lone.json(), { errors: [{ message: 'request body holds an unpaired surrogate escape (\\uD800-\\uDFFF), which is not Unicode text' }] });
+  const pair = await fetch(`${url()}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"query":"{ health }","variables":{"n":"x\\ud83d\\ude00"}}' });
+  t.same(await pair.json(), { data: { health: 'ok' } }, 'a pair is text: the request is run');
 });

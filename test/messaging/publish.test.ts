@@ -112,6 +112,7 @@ t.test('every refusal stores nothing', async (t) => {
     ['channel of another workspace', () => publish(ts, a.ws, other.channel, a.publisher.key, ok), 404, 'channel not found'],
     ['not a channel', () => publish(ts, a.ws, notChannel, a.publisher.key, ok), 404, 'channel not found'],
     ['not UTF-8', () => fetch(`${ts.url('messaging')}/http/m/${a.ws}/c/${ch}`, { method: 'POST', headers: { authorization: `Client ${a.publisher.key}`, 'content-type': 'application/senml+json' }, body: Buffer.from('[{"n":"temp","vs":"caf\xe9"}]', 'latin1') }), 400, 'payload is not valid UTF-8'],
+    ['unpaired surrogate escape', () => publish(ts, a.ws, ch, a.publisher.key, '[{"n":"a","vs":"x\\ud800"}]'), 400, "record 0: field 'vs' holds an unpaired surrogate escape (\\uD800-\\uDFFF), which is not Unicode text"],
     ['malformed JSON', () => publish(ts, a.ws, ch, a.publisher.key, '[{"n":'), 400, 'payload is not valid JSON'],
     ['not an array', () => publish(ts, a.ws, ch, a.publisher.key, { n: 'x', v: 1 }), 400, /JSON array/],
     ['empty pack', () => publish(ts, a.ws, ch, a.publisher.key, []), 400, /at least one/],
