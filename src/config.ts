@@ -157,7 +157,7 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
     maxRecords: r.int('SVC_MESSAGING_MAX_RECORDS', 1000, 1, 1_000_000),
     writer: {
       batchSize: r.int('SVC_MESSAGING_BATCH_SIZE', 2000, 1, 100_000),
-      batchWaitMs: r.int('SVC_MESSAGING_BATCH_WAIT_MS', 2, 0, 10_000),
+      batchWaitMs: r.int('SVC_MESSAGING_BATCH_WAIT_MS', 5, 0, 10_000),
       connections: r.int('SVC_MESSAGING_WRITER_CONNECTIONS', 1, 1, 64),
       maxQueue: r.int('SVC_MESSAGING_MAX_QUEUE', 50_000, 1, 10_000_000),
       writeTimeoutMs: r.int('SVC_MESSAGING_WRITE_TIMEOUT_MS', 5000, 10, 600_000),
