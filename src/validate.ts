@@ -18,6 +18,7 @@ export function utf8Text(bytes: Buffer, what: string): string {
 // it would read back as U+FFFD. Once the bytes are known UTF-8, only such an escape can make one, so a
 // value is walked only when its text has one.
 const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/;
+export const UNPAIRED_SURROGATE = 'holds an unpaired surrogate escape (\\uD800-\\uDFFF), which is not Unicode text';
 
 /** Refuses a parsed JSON value holding an unpaired surrogate in any string or key. */
 export function wellFormedJson(text: string, value: unknown, what: string): void {
@@ -27,7 +28,7 @@ export function wellFormedJson(text: string, value: unknown, what: string): void
   while (pending.length > 0) {
     const v = pending.pop();
     if (typeof v === 'string') {
-      if (!v.isWellFormed()) throw invalidInput(`${what} holds an unpaired surrogate escape (\\uD800-\\uDFFF), which is not Unicode text`);
+      if (!v.isWellFormed()) throw invalidInput(`${what} ${UNPAIRED_SURROGATE}`);
     } else if (typeof v === 'object' && v !== null) {
       for (const key of Object.keys(v)) pending.push(key, (v as Record<string, unknown>)[key]);
     }

@@ -1,6 +1,6 @@
 // SenML (RFC 8428) JSON packs parsed, validated and resolved into stored messages in one pass.
 import { invalidInput, type AppError } from '../errors.js';
-import { utf8Text } from '../validate.js';
+import { UNPAIRED_SURROGATE, utf8Text } from '../validate.js';
 import type { Protocol, StoredMessage } from './types.js';
 
 /** RFC 8428 is version 10; earlier drafts' packs (lower versions) use a subset of the same fields. */
@@ -78,7 +78,7 @@ function str(x: unknown, index: number, key: string, max = MAX_NAME_CHARS): stri
   // PostgreSQL text cannot hold NUL: refuse here rather than fail the whole batch later.
   if (x.includes('\u0000')) throw fieldError(index, key, 'must not contain NUL characters');
   // An unpaired surrogate escape ("\ud800") has no UTF-8 form: stored, it would read back as U+FFFD.
-  if (!x.isWellFormed()) throw fieldError(index, key, 'holds an unpaired surrogate escape (\\uD800-\\uDFFF), which is not Unicode text');
+  if (!x.isWellFormed()) throw fieldError(index, key, UNPAIRED_SURROGATE);
   return x;
 }
 

@@ -5,7 +5,7 @@ import { utf8Text, wellFormedJson } from '../../src/validate.js';
 t.test('utf8Text refuses bytes that are not UTF-8', async (t) => {
   t.equal(utf8Text(Buffer.from('café'), 'body'), 'café');
   t.throws(() => utf8Text(Buffer.from([0x63, 0x61, 0x66, 0xe9]), 'body'), { kind: 'INVALID_INPUT', message: 'body is not valid UTF-8' });
-  t.throws(() => utf8Text(Buffer.from([0xed, 0xa0, 0x80]), 'body'), { kind: 'INVALID_INPUT' }, 'a surrogate encoded as UTF-8 bytes');
+  t.throws(() => utf8Text(Buffer.from([0xed, 0xa0, 0x80]), 'body'), { kind: 'INVALID_INPUT', message: 'body is not valid UTF-8' }, 'a surrogate encoded as UTF-8 bytes');
 });
 
 t.test('wellFormedJson finds an unpaired surrogate in any string or key, at any depth', async (t) => {
