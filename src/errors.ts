@@ -10,6 +10,7 @@ export const ERROR_KINDS = {
   CONFLICT: { status: 409, graphqlCode: 'CONFLICT', retryable: false },
   PAYLOAD_TOO_LARGE: { status: 413, graphqlCode: 'PAYLOAD_TOO_LARGE', retryable: false },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, graphqlCode: 'BAD_REQUEST', retryable: false },
+  NOT_IMPLEMENTED: { status: 501, graphqlCode: 'BAD_REQUEST', retryable: false },
   RATE_LIMITED: { status: 429, graphqlCode: 'RATE_LIMITED', retryable: true },
   UNAVAILABLE: { status: 503, graphqlCode: 'SERVICE_UNAVAILABLE', retryable: true },
   INTERNAL: { status: 500, graphqlCode: 'INTERNAL', retryable: false },
@@ -67,6 +68,8 @@ export const payloadTooLarge = (limit: number) =>
 /** The coding is echoed cut short: it is the client's text, and a header can be long. */
 export const unsupportedContentEncoding = (coding: string) =>
   new AppError('UNSUPPORTED_MEDIA_TYPE', `content encoding '${coding.slice(0, 40)}' is not supported; send the body uncompressed`);
+export const unsupportedTransferCoding = (coding: string) =>
+  new AppError('NOT_IMPLEMENTED', `transfer coding '${coding.slice(0, 40)}' is not supported; send the body chunked or with a Content-Length`);
 export const rateLimited = (retryAfterSeconds: number, message = 'rate limit exceeded') =>
   new AppError('RATE_LIMITED', message, { retryAfterSeconds });
 export const unavailable = (message: string, retryAfterSeconds?: number) =>

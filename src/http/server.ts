@@ -1,7 +1,9 @@
 // A uWS listener with routing, bounded body reading, abort safety, request ids, error mapping and draining.
 import { randomBytes } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
-import { AppError, httpErrorBody, isUnexpected, payloadTooLarge, toAppError, unsupportedContentEncoding } from '../errors.js';
+import {
+  AppError, httpErrorBody, isUnexpected, payloadTooLarge, toAppError, unsupportedContentEncoding, unsupportedTransferCoding,
+} from '../errors.js';
 import type { Logger } from '../log.js';
 import { nativeUws, type TemplatedApp, type UwsRequest, type UwsResponse, type us_listen_socket } from './uws.js';
 import { decodePathSegment, json, methodNotAllowed, type HttpHandler, type HttpMethod, type HttpReply, type HttpRequest, type RouteOptions } from './types.js';
@@ -26,7 +28,8 @@ const LARGE_BODY = 64 * 1024;
 interface RouteShape {
   method: HttpMethod;
   paramCount: number;
-  headers: 'all' | { names: readonly string[]; keys: Buffer[] };
+  /** wanted: the same names, for the one pass over every header a body request gets. */
+  headers: 'all' | { names: readonly string[]; keys: Buffer[]; wanted: ReadonlySet<string> };
 }
 
 // uWS takes bytes as they are but encodes every JS string it is given: what repeats is encoded once.
@@ -40,9 +43,38 @@ function statusLine(status: number): Buffer {
   return line;
 }
 const REQUEST_ID_HEADER = Buffer.from('x-request-id');
-const CONTENT_ENCODING = Buffer.from('content-encoding');
 /** Sent with a 415 for a coded body (RFC 9110 12.5.3): the one coding every body route reads. */
 const IDENTITY_ONLY = Object.freeze({ 'accept-encoding': 'identity' });
+
+/**
+ * A request with a body has every header read in one pass (uWS hands a route's headers only one by one,
+ * first value only): the route's own (the first of each), and what frames and codes the body. Returns the
+ * reply refusing a body this listener would misread, if any, or 'cut' when the framing is ambiguous.
+ */
+function readBodyHeaders(req: UwsRequest, wanted: ReadonlySet<string> | null, headers: Record<string, string>): HttpReply | 'cut' | undefined {
+  let length: string | undefined;
+  let refusal: HttpReply | 'cut' | undefined;
+  req.forEach((key, value) => {
+    if ((wanted === null || wanted.has(key)) && headers[key] === undefined) headers[key] = value;
+    if (refusal !== undefined) return;
+    if (key === 'content-length') {
+      // Two lengths that differ frame the body two ways: uWS reads the first, a proxy in front may have
+      // forwarded by the last, and the bytes past the first would be parsed and served as a request of
+      // their own (smuggling). uWS goes on parsing the connection's buffer even after a reply that closes
+      // it, so the 400 RFC 9112 6.3 asks for cannot be sent safely: the connection is closed at once.
+      const declared = value.trim();
+      if (length !== undefined && declared !== length) refusal = 'cut';
+      length = declared;
+    } else if (key === 'transfer-encoding' && value.trim().toLowerCase() !== 'chunked') {
+      // uWS de-chunks 'gzip, chunked' and leaves the gzip: a coding it cannot undo (RFC 9112 6.1: 501).
+      refusal = errorReply(unsupportedTransferCoding(value));
+    } else if (key === 'content-encoding' && value.trim().toLowerCase() !== 'identity') {
+      // Read as it came, a coded body (gzip...) would be misread as plain text.
+      refusal = errorReply(unsupportedContentEncoding(value), IDENTITY_ONLY);
+    }
+  });
+  return refusal;
+}
 const encodedHeaderSets = new WeakMap<object, Buffer[]>();
 /** A frozen header set (a module constant) as name, value, name, value... bytes. */
 function encodedHeaders(headers: Readonly<Record<string, string>>): Buffer[] {
@@ -266,7 +298,17 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
     // Only the headers a route reads cross from native to JS: each one is a call and a string (the names
     // go as bytes encoded once).
     const headers: Record<string, string> = {};
-    if (route.headers === 'all') {
+    const limit = options.bodyLimit;
+    let refusal: HttpReply | undefined;
+    if (limit !== undefined) {
+      const found = readBodyHeaders(req, route.headers === 'all' ? null : route.headers.wanted, headers);
+      if (found === 'cut') {
+        log.debug('request with conflicting Content-Length headers: connection closed');
+        res.close();
+        return;
+      }
+      refusal = found;
+    } else if (route.headers === 'all') {
       req.forEach((key, value) => {
         headers[key] = value;
       });
@@ -288,9 +330,6 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
         params = NO_PARAMS;
       }
     }
-    // A body route reads the bytes as they came: a coded body (gzip...) would be misread as plain text.
-    const limit = options.bodyLimit;
-    const coding = limit === undefined ? '' : req.getHeader(CONTENT_ENCODING);
     const incomingId = headers['x-request-id'];
     // A route for one method knows it already: only ANY asks uWS (one native call and a string less).
     let method: string = routeMethod;
@@ -310,9 +349,7 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
     inFlight++;
     // Answered before any body is read: a route with a body closes the connection on it.
     if (badPath !== undefined) return limit === undefined ? send(ex, errorReply(badPath)) : sendAndClose(ex, errorReply(badPath));
-    if (coding !== '' && coding.trim().toLowerCase() !== 'identity') {
-      return sendAndClose(ex, errorReply(unsupportedContentEncoding(coding), IDENTITY_ONLY));
-    }
+    if (refusal !== undefined) return sendAndClose(ex, refusal);
     if (limit === undefined) {
       run(ex, handler);
       ex.corked = false;
@@ -384,7 +421,7 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
     let methods = allowed.get(pattern);
     if (methods === undefined) {
       allowed.set(pattern, (methods = []));
-      const shape: RouteShape = { method: 'ANY', paramCount: 0, headers: { names: [], keys: [] } };
+      const shape: RouteShape = { method: 'ANY', paramCount: 0, headers: { names: [], keys: [], wanted: new Set() } };
       register('ANY', pattern, (res, req) => handle(res, req, shape, (r) => methodNotAllowed(r.method, methods!), {}));
     }
     methods.push(method);
@@ -401,7 +438,7 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
       const shape: RouteShape = {
         method,
         paramCount: pattern.split('/').filter((s) => s.startsWith(':')).length,
-        headers: names === 'all' ? 'all' : { names, keys: names.map((n) => Buffer.from(n)) },
+        headers: names === 'all' ? 'all' : { names, keys: names.map((n) => Buffer.from(n)), wanted: new Set(names) },
       };
       register(method, pattern, (res, req) => handle(res, req, shape, handler, options));
     },

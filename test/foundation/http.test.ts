@@ -149,6 +149,35 @@ t.test('a coded body is refused with 415 before it is read; identity is plain', 
   await get.body.dump();
 });
 
+t.test('a body framed two ways is refused, not split into a body and a smuggled request', async (t) => {
+  const server = createHttpServer('framing', testLogger());
+  let served = 0;
+  server.route('POST', '/echo', (req) => json(200, { text: req.body.toString(), type: req.headers['content-type'] ?? null }), { bodyLimit: 1024 });
+  server.route('GET', '/secret', () => {
+    served++;
+    return json(200, { secret: true });
+  });
+  const port = await server.listen('127.0.0.1', 0);
+  t.teardown(() => server.close());
+  // A proxy forwarding by the last length sends all 34 bytes; uWS alone would read 3 and serve the rest.
+  const smuggled = 'GET /secret HTTP/1.1\r\nHost: x\r\n\r\n';
+  const conflicting = await rawRequest(port, `POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: ${3 + smuggled.length}\r\n\r\nabc${smuggled}`);
+  t.equal(conflicting, '', 'the connection is closed without an answer (uWS would go on to parse what follows)');
+  t.equal(served, 0, 'the smuggled request was not served');
+  const same = await rawRequest(port, 'POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc');
+  t.match(same, /^HTTP\/1\.1 200 /, 'the same length twice is one framing');
+  // uWS de-chunks 'gzip, chunked' and would hand over the gzip bytes as they are.
+  const coded = await rawRequest(port, 'POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n');
+  t.match(coded, /^HTTP\/1\.1 501 /);
+  t.match(coded, "transfer coding 'gzip, chunked' is not supported; send the body chunked or with a Content-Length");
+  const chunked = await rawRequest(port, 'POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: Chunked\r\nConnection: close\r\n\r\n3\r\nabc\r\n0\r\n\r\n');
+  t.match(chunked, '{"text":"abc","type":null}', 'chunked alone is read');
+  const twoTypes = await rawRequest(port, 'POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Type: application/json\r\nContent-Length: 1\r\nConnection: close\r\n\r\nx');
+  t.match(twoTypes, '{"text":"x","type":"text/plain"}', 'a repeated header reads as its first value, as on routes without a body');
+  const alive = await request(`http://127.0.0.1:${port}/secret`);
+  t.same(await alive.body.json(), { secret: true }, 'the listener serves on');
+});
+
 t.test('large replies respect backpressure and arrive whole', async (t) => {
   const server = createHttpServer('test', testLogger());
   const payload = Buffer.alloc(16 * 1024 * 1024);
