@@ -46,6 +46,21 @@ const REQUEST_ID_HEADER = Buffer.from('x-request-id');
 /** Sent with a 415 for a coded body (RFC 9110 12.5.3): the one coding every body route reads. */
 const IDENTITY_ONLY = Object.freeze({ 'accept-encoding': 'identity' });
 
+const CONTENT_LENGTH = Buffer.from('content-length');
+
+/** Some Content-Length differs from the first (see readBodyHeaders for why that request is cut). */
+function lengthsConflict(req: UwsRequest): boolean {
+  let first: string | undefined;
+  let conflict = false;
+  req.forEach((key, value) => {
+    if (key !== 'content-length') return;
+    const declared = value.trim();
+    if (first === undefined) first = declared;
+    else if (declared !== first) conflict = true;
+  });
+  return conflict;
+}
+
 /**
  * A request with a body has every header read in one pass (uWS hands a route's headers only one by one,
  * first value only): the route's own (the first of each), and what frames and codes the body. Returns the
@@ -293,6 +308,11 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
     }
   }
 
+  function cut(res: UwsResponse): void {
+    log.debug('request with conflicting Content-Length headers: connection closed unanswered');
+    res.close();
+  }
+
   function handle(res: UwsResponse, req: UwsRequest, route: RouteShape, handler: HttpHandler, options: RouteOptions): void {
     const { method: routeMethod, paramCount } = route;
     // Only the headers a route reads cross from native to JS: each one is a call and a string (the names
@@ -302,22 +322,22 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
     let refusal: HttpReply | undefined;
     if (limit !== undefined) {
       const found = readBodyHeaders(req, route.headers === 'all' ? null : route.headers.wanted, headers);
-      if (found === 'cut') {
-        log.debug('request with conflicting Content-Length headers: connection closed');
-        res.close();
-        return;
-      }
+      if (found === 'cut') return cut(res);
       refusal = found;
-    } else if (route.headers === 'all') {
-      req.forEach((key, value) => {
-        headers[key] = value;
-      });
     } else {
-      const { names, keys } = route.headers;
-      for (let i = 0; i < names.length; i++) {
-        const value = req.getHeader(keys[i] as Buffer);
-        if (value !== '') headers[names[i] as string] = value;
+      if (route.headers === 'all') {
+        req.forEach((key, value) => {
+          headers[key] = value;
+        });
+      } else {
+        const { names, keys } = route.headers;
+        for (let i = 0; i < names.length; i++) {
+          const value = req.getHeader(keys[i] as Buffer);
+          if (value !== '') headers[names[i] as string] = value;
+        }
       }
+      // A route that reads no body still has one framed by uWS (by its first length): the same check.
+      if (req.getHeader(CONTENT_LENGTH) !== '' && lengthsConflict(req)) return cut(res);
     }
     let params = NO_PARAMS;
     let badPath: AppError | undefined;

@@ -164,6 +164,9 @@ t.test('a body framed two ways is refused, not split into a body and a smuggled 
   const conflicting = await rawRequest(port, `POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: ${3 + smuggled.length}\r\n\r\nabc${smuggled}`);
   t.equal(conflicting, '', 'the connection is closed without an answer (uWS would go on to parse what follows)');
   t.equal(served, 0, 'the smuggled request was not served');
+  const onGet = await rawRequest(port, `GET /secret HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: ${3 + smuggled.length}\r\n\r\nabc${smuggled}`);
+  t.equal(onGet, '', 'on a route that reads no body too');
+  t.equal(served, 0);
   const same = await rawRequest(port, 'POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc');
   t.match(same, /^HTTP\/1\.1 200 /, 'the same length twice is one framing');
   // uWS de-chunks 'gzip, chunked' and would hand over the gzip bytes as they are.
