@@ -2,8 +2,7 @@
 // X-Forwarded-For honoured only from trusted proxies. In-process: each instance limits its own share.
 import { isIP } from 'node:net';
 import { rateLimited } from '../errors.js';
-import type { HttpHandler, HttpReply, HttpRequest } from './types.js';
-import { errorReply } from './server.js';
+import { errorReply, type HttpHandler, type HttpReply, type HttpRequest } from './types.js';
 
 export interface RateLimitConfig {
   enabled: boolean;

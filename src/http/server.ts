@@ -1,12 +1,11 @@
 // A uWS listener with routing, bounded body reading, abort safety, request ids, error mapping and draining.
 import { randomBytes } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
-import {
-  AppError, httpErrorBody, isUnexpected, payloadTooLarge, toAppError, unsupportedContentEncoding, unsupportedTransferCoding,
-} from '../errors.js';
+import { AppError, isUnexpected, payloadTooLarge, toAppError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { nativeUws, type TemplatedApp, type UwsRequest, type UwsResponse, type us_listen_socket } from './uws.js';
-import { decodePathSegment, json, methodNotAllowed, type HttpHandler, type HttpMethod, type HttpReply, type HttpRequest, type RouteOptions } from './types.js';
+import { lengthsConflict, readBodyHeaders } from './framing.js';
+import { decodePathSegment, errorReply, json, methodNotAllowed, type HttpHandler, type HttpMethod, type HttpReply, type HttpRequest, type RouteOptions } from './types.js';
 
 const EMPTY = Buffer.alloc(0);
 // Shared by every route without parameters; handlers never mutate params.
@@ -43,53 +42,6 @@ function statusLine(status: number): Buffer {
   return line;
 }
 const REQUEST_ID_HEADER = Buffer.from('x-request-id');
-/** Sent with a 415 for a coded body (RFC 9110 12.5.3): the one coding every body route reads. */
-const IDENTITY_ONLY = Object.freeze({ 'accept-encoding': 'identity' });
-
-const CONTENT_LENGTH = Buffer.from('content-length');
-
-/** Some Content-Length differs from the first (see readBodyHeaders for why that request is cut). */
-function lengthsConflict(req: UwsRequest): boolean {
-  let first: string | undefined;
-  let conflict = false;
-  req.forEach((key, value) => {
-    if (key !== 'content-length') return;
-    const declared = value.trim();
-    if (first === undefined) first = declared;
-    else if (declared !== first) conflict = true;
-  });
-  return conflict;
-}
-
-/**
- * A request with a body has every header read in one pass (uWS hands a route's headers only one by one,
- * first value only): the route's own (the first of each), and what frames and codes the body. Returns the
- * reply refusing a body this listener would misread, if any, or 'cut' when the framing is ambiguous.
- */
-function readBodyHeaders(req: UwsRequest, wanted: ReadonlySet<string> | null, headers: Record<string, string>): HttpReply | 'cut' | undefined {
-  let length: string | undefined;
-  let refusal: HttpReply | 'cut' | undefined;
-  req.forEach((key, value) => {
-    if ((wanted === null || wanted.has(key)) && headers[key] === undefined) headers[key] = value;
-    if (refusal !== undefined) return;
-    if (key === 'content-length') {
-      // Two lengths that differ frame the body two ways: uWS reads the first, a proxy in front may have
-      // forwarded by the last, and the bytes past the first would be parsed and served as a request of
-      // their own (smuggling). uWS goes on parsing the connection's buffer even after a reply that closes
-      // it, so the 400 RFC 9112 6.3 asks for cannot be sent safely: the connection is closed at once.
-      const declared = value.trim();
-      if (length !== undefined && declared !== length) refusal = 'cut';
-      length = declared;
-    } else if (key === 'transfer-encoding' && value.trim().toLowerCase() !== 'chunked') {
-      // uWS de-chunks 'gzip, chunked' and leaves the gzip: a coding it cannot undo (RFC 9112 6.1: 501).
-      refusal = errorReply(unsupportedTransferCoding(value));
-    } else if (key === 'content-encoding' && value.trim().toLowerCase() !== 'identity') {
-      // Read as it came, a coded body (gzip...) would be misread as plain text.
-      refusal = errorReply(unsupportedContentEncoding(value), IDENTITY_ONLY);
-    }
-  });
-  return refusal;
-}
 const encodedHeaderSets = new WeakMap<object, Buffer[]>();
 /** A frozen header set (a module constant) as name, value, name, value... bytes. */
 function encodedHeaders(headers: Readonly<Record<string, string>>): Buffer[] {
@@ -308,6 +260,7 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
     }
   }
 
+  /** An ambiguously framed request: nothing on its connection is answered (framing.ts). */
   function cut(res: UwsResponse): void {
     log.debug('request with conflicting Content-Length headers: connection closed unanswered');
     res.close();
@@ -316,7 +269,8 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
   function handle(res: UwsResponse, req: UwsRequest, route: RouteShape, handler: HttpHandler, options: RouteOptions): void {
     const { method: routeMethod, paramCount } = route;
     // Only the headers a route reads cross from native to JS: each one is a call and a string (the names
-    // go as bytes encoded once).
+    // go as bytes encoded once). A request with a body has all of them read in one pass, which also vets
+    // what frames and codes the body (framing.ts).
     const headers: Record<string, string> = {};
     const limit = options.bodyLimit;
     let refusal: HttpReply | undefined;
@@ -337,7 +291,7 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
         }
       }
       // A route that reads no body still has one framed by uWS (by its first length): the same check.
-      if (req.getHeader(CONTENT_LENGTH) !== '' && lengthsConflict(req)) return cut(res);
+      if (lengthsConflict(req)) return cut(res);
     }
     let params = NO_PARAMS;
     let badPath: AppError | undefined;
@@ -501,10 +455,4 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
   // Registered first, matched last: uWS prefers static and parameter routes over the wildcard.
   server.route('ANY', '/*', (req) => json(404, { error: `no route for ${req.method} ${req.path}` }));
   return server;
-}
-
-export function errorReply(err: AppError, extraHeaders?: Readonly<Record<string, string>>): HttpReply {
-  const headers: Record<string, string> = { ...extraHeaders };
-  if (err.retryAfterSeconds !== undefined) headers['retry-after'] = String(Math.max(1, Math.ceil(err.retryAfterSeconds)));
-  return json(err.status, httpErrorBody(err), headers);
 }

@@ -1,5 +1,5 @@
 // The plain request/reply shapes handlers see: no uWS objects escape the http/ folder.
-import { invalidInput } from '../errors.js';
+import { httpErrorBody, invalidInput, type AppError } from '../errors.js';
 
 export interface HttpRequest {
   method: string;
@@ -46,6 +46,13 @@ export const JSON_HEADERS = Object.freeze({ 'content-type': 'application/json' }
 
 export function json(status: number, value: unknown, headers?: Record<string, string>): HttpReply {
   return { status, headers: headers ? { ...JSON_HEADERS, ...headers } : JSON_HEADERS, body: JSON.stringify(value) };
+}
+
+/** An error as the `{ error }` reply every REST route answers, with Retry-After when it has one. */
+export function errorReply(err: AppError, extraHeaders?: Readonly<Record<string, string>>): HttpReply {
+  const headers: Record<string, string> = { ...extraHeaders };
+  if (err.retryAfterSeconds !== undefined) headers['retry-after'] = String(Math.max(1, Math.ceil(err.retryAfterSeconds)));
+  return json(err.status, httpErrorBody(err), headers);
 }
 
 /** 405 with the Allow header RFC 9110 requires, naming the method refused and the ones allowed. */
