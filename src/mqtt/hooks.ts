@@ -65,7 +65,9 @@ const SENML_JSON = 'application/senml+json';
  */
 function contentTypeOf(packet: PublishPacket): string {
   const stated = packet.properties?.contentType;
-  return stated === undefined || stated === 'application/json' ? SENML_JSON : stated;
+  if (stated === undefined) return SENML_JSON;
+  // Media types are case-insensitive and may carry parameters ('application/JSON; charset=utf-8').
+  return (stated.split(';', 1)[0] as string).trim().toLowerCase() === 'application/json' ? SENML_JSON : stated;
 }
 
 function connectError(returnCode: number, message: string): AuthenticateError {

@@ -89,7 +89,8 @@ for (const denyAction of ['ignore', 'disconnect'] as const) {
       const typed = (contentType: string, payload: string) => new Promise<number>((resolve) => pub.publish(topic, payload, { qos: 1, properties: { contentType } }, (err) => resolve(err ? Number((err as { code?: number }).code) : 0)));
       t.equal(await typed('application/senml+json', senml('typed', 1)), 0, 'senml+json');
       t.equal(await typed('application/json', senml('typed', 2)), 0, 'plain JSON holding SenML');
-      t.equal(await stored(), before + 2, 'both stored');
+      t.equal(await typed('Application/JSON; charset=utf-8', senml('typed', 2)), 0, 'in any case, with parameters');
+      t.equal(await stored(), before + 3, 'all stored');
       // A JSON text that is valid SenML, stated as CBOR: stored before (the type was never read).
       if (denyAction === 'ignore') {
         t.equal(await typed('application/senml+cbor', senml('typed', 3)), 0x87, 'another type: refused with its reason');
@@ -100,7 +101,7 @@ for (const denyAction of ['ignore', 'disconnect'] as const) {
         t.equal(await reason, 0x99, 'another type: DISCONNECT 0x99 (payload format invalid)');
       }
       await sleep(100);
-      t.equal(await stored(), before + 2, 'the refused one is not stored');
+      t.equal(await stored(), before + 3, 'the refused one is not stored');
     });
   });
 }
