@@ -1,10 +1,10 @@
 // REST routes of the auth domain (INTERFACES.md section 3): public config, signup, login, logout,
 // introspection, session, key rotation, email verification and the JWKS; per-IP limits by category.
-import { AppError, invalidInput, unauthenticated } from '../errors.js';
+import { invalidInput, unauthenticated } from '../errors.js';
+import { jsonObject, jsonText } from '../http/json-body.js';
 import type { RateLimiter } from '../http/rate-limit.js';
 import type { HttpServer } from '../http/server.js';
 import { empty, json, searchParams, type HttpRequest } from '../http/types.js';
-import { utf8Text, wellFormedJson } from '../validate.js';
 import type { Login } from './login.js';
 import type { Principal } from './principal.js';
 import type { RequestMeta, Sessions } from './sessions.js';
@@ -30,22 +30,8 @@ export interface AuthRouteDeps {
 // The headers these routes read (the HTTP layer passes only what a route names).
 const HEADERS = ['authorization', 'content-type', 'content-length', 'x-request-id', 'x-forwarded-for', 'cookie', 'origin', 'referer', 'user-agent'];
 
-function readJson(req: HttpRequest): Record<string, unknown> {
-  const type = req.headers['content-type'];
-  if (type !== undefined && !type.toLowerCase().startsWith('application/json')) {
-    throw new AppError('UNSUPPORTED_MEDIA_TYPE', 'Content-Type must be application/json');
-  }
-  const text = utf8Text(req.body, 'request body');
-  let body: unknown;
-  try {
-    body = JSON.parse(text || '{}');
-  } catch {
-    throw invalidInput('request body must be a JSON object');
-  }
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw invalidInput('request body must be a JSON object');
-  wellFormedJson(text, body, 'request body');
-  return body as Record<string, unknown>;
-}
+/** An empty body reads as {}: these routes' fields are all optional or checked one by one. */
+const readJson = (req: HttpRequest): Record<string, unknown> => jsonObject(jsonText(req) || '{}');
 
 const str = (v: unknown, name: string): string | null => {
   if (v === undefined || v === null) return null;

@@ -2,35 +2,13 @@
 // INTERFACES.md section 3); bearer authentication comes from the auth domain.
 import { bearerCaller, type BearerAuthentication } from '../auth/bearer.js';
 import type { Principal } from '../auth/principal.js';
-import { AppError, invalidInput } from '../errors.js';
+import { jsonObject, jsonText } from '../http/json-body.js';
 import type { HttpServer } from '../http/server.js';
 import { JSON_HEADERS, json, type HttpReply, type HttpRequest } from '../http/types.js';
-import { utf8Text, wellFormedJson } from '../validate.js';
 import { SNAKE, parseActions, parseCheck, parseContext, parseObject, parseSubject, type CheckRuntime, type PreparedCheck } from './api.js';
 import type { Decision } from './types.js';
 
-/** The body as text, once its Content-Type says JSON (or says nothing). */
-function jsonText(req: HttpRequest): string {
-  const type = req.headers['content-type'];
-  if (type !== undefined && !type.toLowerCase().startsWith('application/json')) {
-    throw new AppError('UNSUPPORTED_MEDIA_TYPE', 'Content-Type must be application/json');
-  }
-  return utf8Text(req.body, 'request body');
-}
-
-function parseJsonObject(text: string): Record<string, unknown> {
-  let body: unknown;
-  try {
-    body = JSON.parse(text);
-  } catch {
-    throw invalidInput('request body must be JSON');
-  }
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw invalidInput('request body must be a JSON object');
-  wellFormedJson(text, body, 'request body');
-  return body as Record<string, unknown>;
-}
-
-const readJson = (req: HttpRequest) => parseJsonObject(jsonText(req));
+const readJson = (req: HttpRequest) => jsonObject(jsonText(req));
 
 // Devices and services ask the same few questions again and again: a check body is parsed, validated and
 // keyed once, then answered from this map (bounded: it starts afresh when full). Bodies with a context are
@@ -65,7 +43,7 @@ export function registerAuthzRoutes(server: HttpServer, deps: { runtime: CheckRu
     const text = jsonText(req);
     let p = prepared.get(text);
     if (p === undefined) {
-      const input = parseCheck(parseJsonObject(text), SNAKE);
+      const input = parseCheck(jsonObject(text), SNAKE);
       p = runtime.prepare(Object.freeze({ ...input, object: Object.freeze(input.object) }));
       if (input.context === undefined && text.length <= PREPARED_BODY_MAX) {
         if (prepared.size >= PREPARED_MAX) prepared.clear();
