@@ -69,18 +69,23 @@ export function registerPublishRoutes(server: HttpServer, messaging: MessagingSe
   server.route('POST', '/http/m/:ws/c/:ch/*', (req) => publish(req, subtopicOf(req.path)), options);
 }
 
+// Decimal notation only: Number() alone would also take ' 10', '0x10', '1e1' and '0b1', which no client
+// means as a page offset or a time and which would hide a client's encoding bug.
+const DECIMAL_INTEGER = /^\d{1,16}$/;
+const DECIMAL_NUMBER = /^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$/;
+
 function intParam(params: URLSearchParams, name: string, fallback: number, min: number, max: number): number {
   const raw = params.get(name);
   if (raw === null || raw === '') return fallback;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < min || n > max) throw invalidInput(`'${name}' must be an integer from ${min} to ${max}`);
+  const n = DECIMAL_INTEGER.test(raw) ? Number(raw) : NaN;
+  if (!(n >= min && n <= max)) throw invalidInput(`'${name}' must be an integer from ${min} to ${max}`);
   return n;
 }
 
 function timeParam(params: URLSearchParams, name: string): number | undefined {
   const raw = params.get(name);
   if (raw === null || raw === '') return undefined;
-  const n = Number(raw);
+  const n = DECIMAL_NUMBER.test(raw) ? Number(raw) : NaN;
   if (!Number.isFinite(n)) throw invalidInput(`'${name}' must be a time in seconds`);
   return n;
 }

@@ -49,6 +49,34 @@ t.test('filters: name, from, to (inclusive); totals follow the filters', async (
   t.equal((await read(ts, a.ws, a.channel, admin, `from=${BT + 10}&to=${BT}`)).status, 400);
 });
 
+t.test('offset, limit, from and to take decimal notation only; anything else is a 400 naming the parameter', async (t) => {
+  const refused: [string, string][] = [
+    ['limit=0', "'limit' must be an integer from 1 to 20"],
+    ['limit=21', "'limit' must be an integer from 1 to 20"],
+    ['limit=-1', "'limit' must be an integer from 1 to 20"],
+    ['limit=2.5', "'limit' must be an integer from 1 to 20"],
+    ['limit=0x10', "'limit' must be an integer from 1 to 20"],
+    ['limit=1e1', "'limit' must be an integer from 1 to 20"],
+    ['limit=%2010', "'limit' must be an integer from 1 to 20"],
+    ['limit=ten', "'limit' must be an integer from 1 to 20"],
+    ['offset=-1', "'offset' must be an integer from 0 to 1000000000"],
+    ['offset=99999999999999999999', "'offset' must be an integer from 0 to 1000000000"],
+    ['from=0x10', "'from' must be a time in seconds"],
+    ['from=Infinity', "'from' must be a time in seconds"],
+    ['to=1e999', "'to' must be a time in seconds"],
+    ['to=%201', "'to' must be a time in seconds"],
+  ];
+  for (const [query, message] of refused) {
+    const res = await read(ts, a.ws, a.channel, admin, query);
+    t.equal(res.status, 400, query);
+    t.same(res.body, { error: message }, query);
+  }
+  // What decimal notation allows: leading zeros, signs, fractions and exponents on times.
+  t.equal((await read(ts, a.ws, a.channel, admin, 'limit=020')).body.limit, 20);
+  t.equal((await read(ts, a.ws, a.channel, admin, `from=%2B${BT}.0&to=1.7000001e9`)).body.total, 20); // BT to BT + 100
+  t.equal((await read(ts, a.ws, a.channel, admin, `from=-1.5e3&to=.5`)).body.total, 0);
+});
+
 t.test('partitions: created ahead, a day that landed in DEFAULT moves into its partition, retention drops old days', async (t) => {
   const sql = ts.service.sql;
   const partitions = async () => (await sql<{ name: string }[]>`
