@@ -26,6 +26,7 @@ export function signJwt(claims: SessionClaims, kid: string, privateKey: KeyObjec
 export type JwtFailure = 'malformed' | 'unknown_key' | 'bad_signature' | 'bad_claims' | 'expired';
 
 const SEGMENT = /^[A-Za-z0-9_-]+$/;
+// Lowercase only, unlike validate.ts: every id this service signs is lowercase, so any other form was not issued here.
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 function decodeSegment(segment: string): Record<string, unknown> | null {

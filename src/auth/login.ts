@@ -9,6 +9,7 @@ import * as cq from './credential-queries.js';
 import { hashPassword, needsRehash, verifyPaced, type ScryptParams } from './passwords.js';
 import type { Principal } from './principal.js';
 import * as q from './queries.js';
+import { isUuid } from '../validate.js';
 import type { KeyedHash } from './secrets.js';
 import type { IssuedSession, RequestMeta, Sessions } from './sessions.js';
 
@@ -34,7 +35,6 @@ export interface LoginSettings {
   allowUnverifiedEmailLogin: boolean;
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const FAILED = 'invalid credentials';
 
 export function createLogin(deps: {
@@ -71,7 +71,7 @@ export function createLogin(deps: {
 
   async function resolveTenant(input: LoginInput) {
     if (input.tenantId) {
-      if (!UUID.test(input.tenantId)) throw invalidInput('tenantId must be a UUID');
+      if (!isUuid(input.tenantId)) throw invalidInput('tenantId must be a UUID');
       return (await q.selectTenant(sql, { id: input.tenantId })) ?? { missing: true as const };
     }
     if (input.tenantAlias) return (await q.selectTenant(sql, { alias: input.tenantAlias })) ?? { missing: true as const };

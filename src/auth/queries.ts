@@ -1,6 +1,7 @@
 // SQL of the auth domain: entities as login subjects, sessions, tenants for login context, failed-login
 // counters, signup rows and email verification. Credential and key SQL is in credential-queries.ts.
 import type { Queryable } from '../db/client.js';
+import { isUuid } from '../validate.js';
 import type { EntityKind } from './principal.js';
 
 export interface LoginSubject {
@@ -13,7 +14,6 @@ export interface LoginSubject {
   email_verified: boolean;
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
  * Resolves a login identifier among live entities: a UUID is the id, anything with '@' an email, else
@@ -23,7 +23,7 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 export async function findLoginSubject(sql: Queryable, identifier: string, tenantId: string | null): Promise<LoginSubject | null> {
   const columns = sql`e.id, e.kind, e.name, e.tenant_id, e.status, m.email, (m.verified_at is not null) as email_verified`;
   let rows: LoginSubject[];
-  if (UUID.test(identifier)) {
+  if (isUuid(identifier)) {
     rows = await sql<LoginSubject[]>`
       select ${columns} from entities e left join entity_emails m on m.entity_id = e.id
       where e.id = ${identifier.toLowerCase()} and e.deleted_at is null`;

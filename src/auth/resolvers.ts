@@ -1,5 +1,4 @@
 // GraphQL resolvers of the auth domain: thin adapters from arguments and context to the services.
-import { invalidInput } from '../errors.js';
 import type { GraphqlContext } from '../graphql/context.js';
 import type { GraphqlModule } from '../graphql/schema.js';
 import { readSdl } from '../graphql/schema.js';
@@ -8,14 +7,9 @@ import type { Login } from './login.js';
 import type { Principal } from './principal.js';
 import type { RequestMeta, Sessions } from './sessions.js';
 import type { Signup } from './signup.js';
+import { uuid } from '../validate.js';
 
 type Args = Record<string, any>;
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-export function uuidArg(value: unknown, name: string): string {
-  if (typeof value !== 'string' || !UUID.test(value)) throw invalidInput(`${name} must be a UUID`);
-  return value.toLowerCase();
-}
 
 export interface AuthResolverDeps {
   login: Login;
@@ -39,16 +33,16 @@ export function authGraphqlModule(d: AuthResolverDeps): GraphqlModule {
       Query: {
         whoami: (_: unknown, _args: Args, ctx: GraphqlContext) => ctx.principal(),
         session: withCaller(async (p, args) => {
-          const s = await d.sessions.get(uuidArg(args.id, 'id'));
+          const s = await d.sessions.get(uuid('id', args.id));
           if (!s || !(await d.mayViewSession(p, s.entity_id))) return null;
           return {
             id: s.id, entityId: s.entity_id, tenantId: s.tenant_id, expiresAt: s.expires_at.toISOString(),
             revokedAt: s.revoked_at ? s.revoked_at.toISOString() : null, createdAt: s.created_at.toISOString(),
           };
         }),
-        credentials: withCaller((p, args) => d.credentials.credentials(p, uuidArg(args.entityId, 'entityId'))),
+        credentials: withCaller((p, args) => d.credentials.credentials(p, uuid('entityId', args.entityId))),
         accessTokens: withCaller((p, args) => d.credentials.accessTokens(p, {
-          subjectId: args.subjectId == null ? null : uuidArg(args.subjectId, 'subjectId'),
+          subjectId: args.subjectId == null ? null : uuid('subjectId', args.subjectId),
           status: args.status, limit: args.limit, offset: args.offset,
         })),
         signingKeys: withCaller((p) => d.signingKeys(p)),
@@ -60,17 +54,17 @@ export function authGraphqlModule(d: AuthResolverDeps): GraphqlModule {
         refreshSession: withCaller(async (p, _args, ctx) => ({
           ...(await d.sessions.refresh(p, d.meta(ctx))), emailVerified: null, verificationRequired: false,
         })),
-        createPassword: withCaller((p, args, ctx) => d.credentials.createPassword(p, uuidArg(args.entityId, 'entityId'), args.password, d.meta(ctx))),
+        createPassword: withCaller((p, args, ctx) => d.credentials.createPassword(p, uuid('entityId', args.entityId), args.password, d.meta(ctx))),
         changeOwnPassword: withCaller((p, args, ctx) => d.credentials.changeOwnPassword(p, args.currentPassword, args.newPassword, d.meta(ctx))),
-        createSharedKey: withCaller((p, args, ctx) => d.credentials.createSharedKey(p, uuidArg(args.entityId, 'entityId'), args.input ?? {}, d.meta(ctx))),
+        createSharedKey: withCaller((p, args, ctx) => d.credentials.createSharedKey(p, uuid('entityId', args.entityId), args.input ?? {}, d.meta(ctx))),
         revokeCredential: withCaller((p, args, ctx) => d.credentials.revokeCredential(
-          p, uuidArg(args.credentialId, 'credentialId'), args.entityId == null ? null : uuidArg(args.entityId, 'entityId'), d.meta(ctx))),
+          p, uuid('credentialId', args.credentialId), args.entityId == null ? null : uuid('entityId', args.entityId), d.meta(ctx))),
         createAccessToken: withCaller((p, args, ctx) => d.credentials.createAccessToken(p, {
-          ...args.input, subjectId: args.input.subjectId == null ? null : uuidArg(args.input.subjectId, 'subjectId'),
+          ...args.input, subjectId: args.input.subjectId == null ? null : uuid('subjectId', args.input.subjectId),
         }, d.meta(ctx))),
         replaceAccessTokenPermissions: withCaller((p, args, ctx) =>
-          d.credentials.replaceAccessTokenPermissions(p, uuidArg(args.credentialId, 'credentialId'), args.permissions, d.meta(ctx))),
-        revokeAccessToken: withCaller((p, args, ctx) => d.credentials.revokeAccessToken(p, uuidArg(args.credentialId, 'credentialId'), d.meta(ctx))),
+          d.credentials.replaceAccessTokenPermissions(p, uuid('credentialId', args.credentialId), args.permissions, d.meta(ctx))),
+        revokeAccessToken: withCaller((p, args, ctx) => d.credentials.revokeAccessToken(p, uuid('credentialId', args.credentialId), d.meta(ctx))),
         rotateSigningKeys: withCaller(async (p, _args, ctx) => {
           await d.rotateSigningKeys(p, d.meta(ctx));
           return true;

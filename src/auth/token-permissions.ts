@@ -2,6 +2,7 @@
 // "no broader than mine" test a scoped token's own ceiling applies to tokens it mints.
 import { OBJECT_KINDS } from '../authz/types.js';
 import { invalidInput } from '../errors.js';
+import { isUuid } from '../validate.js';
 import type { LimitRow } from './credential-queries.js';
 
 export interface PermissionInput {
@@ -15,7 +16,6 @@ export interface PermissionInput {
 }
 
 const MODES = ['platform', 'tenant', 'object_kind', 'object_type', 'object'];
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 export const MAX_PERMISSIONS = 100;
 
 /** Shape checks; unknown action names are checked against the database by the caller. */
@@ -39,7 +39,7 @@ export function normalisePermissions(list: PermissionInput[] | null | undefined,
       throw invalidInput(`${where}: objectType must be <objectKind>:<sub-kind>, e.g. entity:device`);
     }
     for (const [name, value] of [['tenantId', tenantId], ['objectId', objectId]] as const) {
-      if (value !== null && !UUID.test(value)) throw invalidInput(`${where}: ${name} must be a UUID`);
+      if (value !== null && !isUuid(value)) throw invalidInput(`${where}: ${name} must be a UUID`);
     }
     if ((mode === 'platform' || mode === 'object') && tenantId !== null) throw invalidInput(`${where}: tenantId is not allowed with scopeMode ${mode}`);
     if (mode === 'platform' && (kind || type || objectId)) throw invalidInput(`${where}: scopeMode platform takes no object fields`);

@@ -1,6 +1,6 @@
 // SQL the guardrails need: rules in force, the kinds a subject reaches, existing blocks, object types.
 import type { Queryable } from '../db/client.js';
-import { isUuid } from './queries.js';
+import { isUuid } from '../validate.js';
 
 export interface RuleRow {
   id: string;

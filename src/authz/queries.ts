@@ -1,8 +1,7 @@
 // SQL of the authorization engine: subjects and their grants, object and tenant facts, ceilings, catalog.
 import type { Queryable } from '../db/client.js';
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-export const isUuid = (v: string): boolean => UUID.test(v);
+import { isUuid } from '../validate.js';
 
 export interface SubjectRow {
   id: string;

@@ -1,8 +1,8 @@
 // MQTT topic grammar of the messaging domain: m/<workspace_id>/c/<channel_id>[/<subtopic>] for publish,
 // and subscription filters whose wildcards stay inside one channel.
 import { subtopicProblem } from '../messaging/subtopic.js';
+import { isUuid } from '../validate.js';
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export interface ChannelTopic {
   workspaceId: string;
@@ -19,7 +19,7 @@ export function parsePublishTopic(topic: string): ChannelTopic | null {
   const levels = topic.split('/');
   if (levels.length < 4 || levels[0] !== 'm' || levels[2] !== 'c') return null;
   const [, workspaceId, , channelId] = levels as [string, string, string, string];
-  if (!UUID.test(workspaceId) || !UUID.test(channelId)) return null;
+  if (!isUuid(workspaceId) || !isUuid(channelId)) return null;
   const rest = levels.slice(4);
   if (subtopicProblem(rest) !== null) return null;
   return { workspaceId, channelId, subtopic: rest.length ? rest.join('/') : null };
@@ -34,7 +34,7 @@ export function parseSubscribeFilter(filter: string): ChannelTopic | null {
   const levels = filter.split('/');
   if (levels.length < 4 || levels[0] !== 'm' || levels[2] !== 'c') return null;
   const [, workspaceId, , channelId] = levels as [string, string, string, string];
-  if (!UUID.test(workspaceId) || !UUID.test(channelId)) return null;
+  if (!isUuid(workspaceId) || !isUuid(channelId)) return null;
   const rest = levels.slice(4);
   for (let i = 0; i < rest.length; i++) {
     const l = rest[i] as string;
