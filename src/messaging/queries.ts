@@ -92,6 +92,9 @@ export interface MessageRow {
 export interface ReadFilter {
   channelId: string;
   name?: string;
+  subtopic?: string;
+  publisherId?: string;
+  protocol?: string;
   /** Inclusive bounds on the message time (seconds). */
   from?: number;
   to?: number;
@@ -101,9 +104,12 @@ export interface ReadFilter {
 
 function conditions(sql: Queryable, f: ReadFilter) {
   const name = f.name === undefined ? sql`` : sql`and name = ${f.name}`;
+  const subtopic = f.subtopic === undefined ? sql`` : sql`and subtopic = ${f.subtopic}`;
+  const publisher = f.publisherId === undefined ? sql`` : sql`and publisher_id = ${f.publisherId}`;
+  const protocol = f.protocol === undefined ? sql`` : sql`and protocol = ${f.protocol}`;
   const from = f.from === undefined ? sql`` : sql`and time >= ${f.from}`;
   const to = f.to === undefined ? sql`` : sql`and time <= ${f.to}`;
-  return sql`channel_id = ${f.channelId} ${name} ${from} ${to}`;
+  return sql`channel_id = ${f.channelId} ${name} ${subtopic} ${publisher} ${protocol} ${from} ${to}`;
 }
 
 export interface PageRow extends MessageRow {
@@ -118,7 +124,8 @@ export interface PageRow extends MessageRow {
  * so the total still arrives.
  */
 export async function selectPage(sql: Queryable, f: ReadFilter): Promise<{ total: number; rows: MessageRow[] }> {
-  const unfiltered = f.name === undefined && f.from === undefined && f.to === undefined;
+  const unfiltered = f.name === undefined && f.subtopic === undefined && f.publisherId === undefined && f.protocol === undefined
+    && f.from === undefined && f.to === undefined;
   const total = unfiltered
     ? sql`select coalesce(sum(messages), 0) as n from message_counts where channel_id = ${f.channelId}`
     : sql`select count(*) as n from messages where ${conditions(sql, f)}`;

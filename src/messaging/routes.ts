@@ -4,13 +4,16 @@ import { invalidInput, unauthenticated } from '../errors.js';
 import type { Authenticate } from '../graphql/context.js';
 import type { HttpServer } from '../http/server.js';
 import { decodePathSegment, json, type HttpReply, type HttpRequest } from '../http/types.js';
+import { uuid } from '../validate.js';
 import type { MessageRow } from './queries.js';
 import type { MessagingService, ReadQuery, Subject } from './service.js';
 import { subtopicProblem } from './subtopic.js';
+import type { Protocol } from './types.js';
 
 const ACCEPTED: HttpReply = Object.freeze({ status: 202 }) as HttpReply;
 const PUBLISH_HEADERS = ['authorization', 'content-type', 'content-length'] as const;
 const PREFIX_SEGMENTS = 6; // '', 'http', 'm', ws, 'c', ch
+const PROTOCOLS: ReadonlySet<string> = new Set<Protocol>(['http', 'mqtt', 'coap']);
 
 export interface Credentials {
   authorization?: string;
@@ -98,6 +101,19 @@ export function readQuery(query: string, limits: { defaultLimit: number; maxLimi
   };
   const name = params.get('name');
   if (name !== null && name !== '') q.name = name;
+  const subtopic = params.get('subtopic');
+  if (subtopic !== null && subtopic !== '') {
+    const problem = subtopicProblem(subtopic.split('/'));
+    if (problem !== null) throw invalidInput(`'subtopic': ${problem}`);
+    q.subtopic = subtopic;
+  }
+  const publisher = params.get('publisher');
+  if (publisher !== null && publisher !== '') q.publisherId = uuid("'publisher'", publisher);
+  const protocol = params.get('protocol');
+  if (protocol !== null && protocol !== '') {
+    if (!PROTOCOLS.has(protocol)) throw invalidInput("'protocol' must be http, mqtt or coap");
+    q.protocol = protocol as Protocol;
+  }
   const from = timeParam(params, 'from');
   if (from !== undefined) q.from = from;
   const to = timeParam(params, 'to');

@@ -2,7 +2,7 @@
 import t from 'tap';
 import { AUTH_ENV, adminToken } from '../helpers/auth.js';
 import { startTestService } from '../helpers/service.js';
-import { publish, read, world } from './helpers.js';
+import { grant, insertDevice, publish, read, world } from './helpers.js';
 
 const ts = await startTestService(t, { ...AUTH_ENV, SVC_READER_DEFAULT_LIMIT: '5', SVC_READER_MAX_LIMIT: '20', SVC_MESSAGES_RETENTION_DAYS: '3' });
 const a = await world(ts, 'ws-read');
@@ -75,6 +75,63 @@ t.test('offset, limit, from and to take decimal notation only; anything else is 
   t.equal((await read(ts, a.ws, a.channel, admin, 'limit=020')).body.limit, 20);
   t.equal((await read(ts, a.ws, a.channel, admin, `from=%2B${BT}.0&to=1.7000001e9`)).body.total, 20); // BT to BT + 100
   t.equal((await read(ts, a.ws, a.channel, admin, `from=-1.5e3&to=.5`)).body.total, 0);
+});
+
+t.test('filters: subtopic (exact), publisher and protocol; each refused with a 400 naming it when malformed', async (t) => {
+  // A channel of its own: the partition test below counts the first channel's rows.
+  const b = await world(ts, 'ws-read-filters');
+  const other = await insertDevice(ts, b.ws);
+  await grant(ts, b.ws, other.id, b.channel, ['publish']);
+  const send = async (key: string, pack: unknown, subtopic?: string) => {
+    const res = await publish(ts, b.ws, b.channel, key, pack, subtopic ? { subtopic } : {});
+    t.equal(res.status, 202, `publish ${subtopic ?? '(no subtopic)'}`);
+  };
+  await send(b.publisher.key, [{ bn: 'plain:', n: 'a', v: 1, bt: BT }, { n: 'b', v: 2, t: -1 }]);
+  await send(b.publisher.key, [{ n: 'room', v: 3, bt: BT + 1 }], 'room.1');
+  await send(other.key, [{ n: 'deep', v: 4, bt: BT + 2 }], 'room.1/temp');
+  // The MQTT hook's entry point into the same pipeline, as a broker PUBLISH reaches it.
+  await ts.service.messaging.publishWithKey(other.key, {
+    workspaceId: b.ws, channelId: b.channel, subtopic: null, protocol: 'mqtt',
+    payload: JSON.stringify([{ n: 'over.mqtt', v: 5, bt: BT + 3 }]), contentType: 'application/senml+json',
+  });
+  const names = async (query: string) => {
+    const res = await read(ts, b.ws, b.channel, admin, query);
+    t.equal(res.status, 200, query);
+    return { names: res.body.messages.map((m: any) => m.name), total: res.body.total };
+  };
+  t.same(await names(''), { names: ['over.mqtt', 'deep', 'room', 'plain:a', 'plain:b'], total: 5 });
+  t.same(await names('subtopic=room.1'), { names: ['room'], total: 1 }, 'exact: room.1/temp is not under it');
+  t.same(await names('subtopic=room.1%2Ftemp'), { names: ['deep'], total: 1 });
+  t.same(await names(`publisher=${other.id}`), { names: ['over.mqtt', 'deep'], total: 2 });
+  t.same(await names(`publisher=${other.id.toUpperCase()}`), { names: ['over.mqtt', 'deep'], total: 2 }, 'any case');
+  t.same(await names('protocol=mqtt'), { names: ['over.mqtt'], total: 1 });
+  t.same(await names('protocol=http&limit=2'), { names: ['deep', 'room'], total: 4 });
+  t.same(await names(`protocol=http&publisher=${b.publisher.id}&subtopic=room.1`), { names: ['room'], total: 1 });
+  const mqttRow = (await read(ts, b.ws, b.channel, admin, 'protocol=mqtt')).body.messages[0];
+  t.match(mqttRow, { protocol: 'mqtt', publisher: other.id, name: 'over.mqtt', value: 5 });
+
+  const refused: [string, string][] = [
+    ['subtopic=room%201', "'subtopic': subtopic segments are 1-64 letters, digits or _ . : -"],
+    ['subtopic=room.1%2F%2Ftemp', "'subtopic': subtopic segments are 1-64 letters, digits or _ . : -"],
+    ['publisher=someone', "'publisher' must be a UUID"],
+    ['protocol=amqp', "'protocol' must be http, mqtt or coap"],
+    ['protocol=HTTP', "'protocol' must be http, mqtt or coap"],
+  ];
+  for (const [query, message] of refused) {
+    const res = await read(ts, b.ws, b.channel, admin, query);
+    t.equal(res.status, 400, query);
+    t.same(res.body, { error: message }, query);
+  }
+
+  // Filters narrow what a reader may see; they never widen it: a device of another workspace is
+  // refused with them exactly as without them, and the first workspace's device cannot read this channel.
+  const outsider = await world(ts, 'ws-read-filters-outsider');
+  const plain = await read(ts, b.ws, b.channel, `Client ${outsider.publisher.key}`);
+  const filtered = await read(ts, b.ws, b.channel, `Client ${outsider.publisher.key}`, `publisher=${other.id}&protocol=mqtt`);
+  t.equal(plain.status, 403);
+  t.same(filtered, plain);
+  const publishOnly = await read(ts, b.ws, b.channel, `Client ${other.key}`, `publisher=${other.id}`);
+  t.equal(publishOnly.status, 403, 'publish without subscribe reads nothing, filtered to its own messages or not');
 });
 
 t.test('partitions: created ahead, a day that landed in DEFAULT moves into its partition, retention drops old days', async (t) => {
