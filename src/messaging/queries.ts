@@ -1,5 +1,6 @@
 // SQL of the messaging domain: batch inserts (group commit), reader pages and totals, partition upkeep.
 import type { Queryable } from '../db/client.js';
+import type { Protocol } from './types.js';
 
 /**
  * One batch as PostgreSQL array literals (built by batch-literals.ts): the per-source columns (workspace,
@@ -89,12 +90,20 @@ export interface MessageRow {
   update_time: number | null;
 }
 
+export type ValueComparator = 'eq' | 'lt' | 'le' | 'gt' | 'ge';
+
 export interface ReadFilter {
   channelId: string;
   name?: string;
+  /** Exact subtopic ('room.1/temp'); messages without one are never matched. */
   subtopic?: string;
   publisherId?: string;
-  protocol?: string;
+  protocol?: Protocol;
+  /** The numeric value compared with v (messages without a numeric value never match). */
+  value?: { comparator: ValueComparator; v: number };
+  boolValue?: boolean;
+  stringValue?: string;
+  dataValue?: string;
   /** Inclusive bounds on the message time (seconds). */
   from?: number;
   to?: number;
@@ -102,14 +111,36 @@ export interface ReadFilter {
   limit: number;
 }
 
+/** Fixed statement text per comparator: the client picks one of these, never writes an operator. */
+function valueCondition(sql: Queryable, value: NonNullable<ReadFilter['value']>) {
+  const v = value.v;
+  switch (value.comparator) {
+    case 'eq': return sql`and value = ${v}`;
+    case 'lt': return sql`and value < ${v}`;
+    case 'le': return sql`and value <= ${v}`;
+    case 'gt': return sql`and value > ${v}`;
+    case 'ge': return sql`and value >= ${v}`;
+  }
+}
+
+function hasFilter(f: ReadFilter): boolean {
+  return f.name !== undefined || f.subtopic !== undefined || f.publisherId !== undefined || f.protocol !== undefined
+    || f.value !== undefined || f.boolValue !== undefined || f.stringValue !== undefined || f.dataValue !== undefined
+    || f.from !== undefined || f.to !== undefined;
+}
+
 function conditions(sql: Queryable, f: ReadFilter) {
   const name = f.name === undefined ? sql`` : sql`and name = ${f.name}`;
   const subtopic = f.subtopic === undefined ? sql`` : sql`and subtopic = ${f.subtopic}`;
   const publisher = f.publisherId === undefined ? sql`` : sql`and publisher_id = ${f.publisherId}`;
   const protocol = f.protocol === undefined ? sql`` : sql`and protocol = ${f.protocol}`;
+  const value = f.value === undefined ? sql`` : valueCondition(sql, f.value);
+  const bool = f.boolValue === undefined ? sql`` : sql`and bool_value = ${f.boolValue}`;
+  const string = f.stringValue === undefined ? sql`` : sql`and string_value = ${f.stringValue}`;
+  const data = f.dataValue === undefined ? sql`` : sql`and data_value = ${f.dataValue}`;
   const from = f.from === undefined ? sql`` : sql`and time >= ${f.from}`;
   const to = f.to === undefined ? sql`` : sql`and time <= ${f.to}`;
-  return sql`channel_id = ${f.channelId} ${name} ${subtopic} ${publisher} ${protocol} ${from} ${to}`;
+  return sql`channel_id = ${f.channelId} ${name} ${subtopic} ${publisher} ${protocol} ${value} ${bool} ${string} ${data} ${from} ${to}`;
 }
 
 export interface PageRow extends MessageRow {
@@ -124,11 +155,9 @@ export interface PageRow extends MessageRow {
  * so the total still arrives.
  */
 export async function selectPage(sql: Queryable, f: ReadFilter): Promise<{ total: number; rows: MessageRow[] }> {
-  const unfiltered = f.name === undefined && f.subtopic === undefined && f.publisherId === undefined && f.protocol === undefined
-    && f.from === undefined && f.to === undefined;
-  const total = unfiltered
-    ? sql`select coalesce(sum(messages), 0) as n from message_counts where channel_id = ${f.channelId}`
-    : sql`select count(*) as n from messages where ${conditions(sql, f)}`;
+  const total = hasFilter(f)
+    ? sql`select count(*) as n from messages where ${conditions(sql, f)}`
+    : sql`select coalesce(sum(messages), 0) as n from message_counts where channel_id = ${f.channelId}`;
   const rows = await sql<(PageRow & { channel_id: string | null })[]>`
     select t.n::text as total, m.*
     from (${total}) t

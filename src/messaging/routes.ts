@@ -5,7 +5,7 @@ import type { Authenticate } from '../graphql/context.js';
 import type { HttpServer } from '../http/server.js';
 import { decodePathSegment, json, type HttpReply, type HttpRequest } from '../http/types.js';
 import { uuid } from '../validate.js';
-import type { MessageRow } from './queries.js';
+import type { MessageRow, ValueComparator } from './queries.js';
 import type { MessagingService, ReadQuery, Subject } from './service.js';
 import { subtopicProblem } from './subtopic.js';
 import type { Protocol } from './types.js';
@@ -14,6 +14,7 @@ const ACCEPTED: HttpReply = Object.freeze({ status: 202 }) as HttpReply;
 const PUBLISH_HEADERS = ['authorization', 'content-type', 'content-length'] as const;
 const PREFIX_SEGMENTS = 6; // '', 'http', 'm', ws, 'c', ch
 const PROTOCOLS: ReadonlySet<string> = new Set<Protocol>(['http', 'mqtt', 'coap']);
+const COMPARATORS: ReadonlySet<string> = new Set<ValueComparator>(['eq', 'lt', 'le', 'gt', 'ge']);
 
 export interface Credentials {
   authorization?: string;
@@ -77,20 +78,67 @@ export function registerPublishRoutes(server: HttpServer, messaging: MessagingSe
 const DECIMAL_INTEGER = /^\d{1,16}$/;
 const DECIMAL_NUMBER = /^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$/;
 
-function intParam(params: URLSearchParams, name: string, fallback: number, min: number, max: number): number {
+/** A query parameter when present and not empty. */
+function param(params: URLSearchParams, name: string): string | undefined {
   const raw = params.get(name);
-  if (raw === null || raw === '') return fallback;
+  return raw === null || raw === '' ? undefined : raw;
+}
+
+function intParam(params: URLSearchParams, name: string, fallback: number, min: number, max: number): number {
+  const raw = param(params, name);
+  if (raw === undefined) return fallback;
   const n = DECIMAL_INTEGER.test(raw) ? Number(raw) : NaN;
   if (!(n >= min && n <= max)) throw invalidInput(`'${name}' must be an integer from ${min} to ${max}`);
   return n;
 }
 
-function timeParam(params: URLSearchParams, name: string): number | undefined {
-  const raw = params.get(name);
-  if (raw === null || raw === '') return undefined;
+/** A decimal number (sign, fraction and exponent allowed), when present; `what` names it in the error. */
+function numberParam(params: URLSearchParams, name: string, what: string): number | undefined {
+  const raw = param(params, name);
+  if (raw === undefined) return undefined;
   const n = DECIMAL_NUMBER.test(raw) ? Number(raw) : NaN;
-  if (!Number.isFinite(n)) throw invalidInput(`'${name}' must be a time in seconds`);
+  if (!Number.isFinite(n)) throw invalidInput(`'${name}' must be ${what}`);
   return n;
+}
+
+/** Which messages: by name, subtopic (exact), publishing device and protocol. */
+function sourceFilters(params: URLSearchParams, q: ReadQuery): void {
+  const name = param(params, 'name');
+  if (name !== undefined) q.name = name;
+  const subtopic = param(params, 'subtopic');
+  if (subtopic !== undefined) {
+    const problem = subtopicProblem(subtopic.split('/'));
+    if (problem !== null) throw invalidInput(`'subtopic': ${problem}`);
+    q.subtopic = subtopic;
+  }
+  const publisher = param(params, 'publisher');
+  if (publisher !== undefined) q.publisherId = uuid("'publisher'", publisher);
+  const protocol = param(params, 'protocol');
+  if (protocol !== undefined) {
+    if (!PROTOCOLS.has(protocol)) throw invalidInput("'protocol' must be http, mqtt or coap");
+    q.protocol = protocol as Protocol;
+  }
+}
+
+/** By value: v with a comparator (eq when none is given), vb, and the exact vs or vd. */
+function valueFilters(params: URLSearchParams, q: ReadQuery): void {
+  const v = numberParam(params, 'v', 'a number');
+  const comparator = param(params, 'comparator');
+  if (v !== undefined) {
+    if (comparator !== undefined && !COMPARATORS.has(comparator)) throw invalidInput("'comparator' must be eq, lt, le, gt or ge");
+    q.value = { comparator: (comparator ?? 'eq') as ValueComparator, v };
+  } else if (comparator !== undefined) {
+    throw invalidInput("'comparator' applies to 'v', which is missing");
+  }
+  const vb = param(params, 'vb');
+  if (vb !== undefined) {
+    if (vb !== 'true' && vb !== 'false') throw invalidInput("'vb' must be true or false");
+    q.boolValue = vb === 'true';
+  }
+  const vs = param(params, 'vs');
+  if (vs !== undefined) q.stringValue = vs;
+  const vd = param(params, 'vd');
+  if (vd !== undefined) q.dataValue = vd;
 }
 
 export function readQuery(query: string, limits: { defaultLimit: number; maxLimit: number }): ReadQuery {
@@ -99,24 +147,11 @@ export function readQuery(query: string, limits: { defaultLimit: number; maxLimi
     offset: intParam(params, 'offset', 0, 0, 1_000_000_000),
     limit: intParam(params, 'limit', limits.defaultLimit, 1, limits.maxLimit),
   };
-  const name = params.get('name');
-  if (name !== null && name !== '') q.name = name;
-  const subtopic = params.get('subtopic');
-  if (subtopic !== null && subtopic !== '') {
-    const problem = subtopicProblem(subtopic.split('/'));
-    if (problem !== null) throw invalidInput(`'subtopic': ${problem}`);
-    q.subtopic = subtopic;
-  }
-  const publisher = params.get('publisher');
-  if (publisher !== null && publisher !== '') q.publisherId = uuid("'publisher'", publisher);
-  const protocol = params.get('protocol');
-  if (protocol !== null && protocol !== '') {
-    if (!PROTOCOLS.has(protocol)) throw invalidInput("'protocol' must be http, mqtt or coap");
-    q.protocol = protocol as Protocol;
-  }
-  const from = timeParam(params, 'from');
+  sourceFilters(params, q);
+  valueFilters(params, q);
+  const from = numberParam(params, 'from', 'a time in seconds');
   if (from !== undefined) q.from = from;
-  const to = timeParam(params, 'to');
+  const to = numberParam(params, 'to', 'a time in seconds');
   if (to !== undefined) q.to = to;
   return q;
 }

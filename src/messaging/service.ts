@@ -10,7 +10,7 @@ import type { BatchItem } from './batch-literals.js';
 import { createPartitionMaintenance, type PartitionSettings } from './partitions.js';
 import { selectPage, type MessageRow, type ReadFilter } from './queries.js';
 import { parseSenml } from './senml.js';
-import type { Messaging, PublishInput, PublishResult, Protocol, StoredListener, StoredMessage } from './types.js';
+import type { Messaging, PublishInput, PublishResult, StoredListener, StoredMessage } from './types.js';
 import { createWriter, type WriterSettings } from './writer.js';
 
 export interface MessagingSettings {
@@ -34,17 +34,8 @@ export interface MessagingDeps {
 
 export type Subject = { device: DeviceIdentity } | { principal: Principal };
 
-export interface ReadQuery {
-  offset: number;
-  limit: number;
-  name?: string;
-  /** Exact subtopic ('room.1/temp'); messages without one are never matched. */
-  subtopic?: string;
-  publisherId?: string;
-  protocol?: Protocol;
-  from?: number;
-  to?: number;
-}
+/** A reader page request: the channel comes from the path, the rest from the query (routes.ts readQuery). */
+export type ReadQuery = Omit<ReadFilter, 'channelId'>;
 
 export interface ReadPage {
   offset: number;

@@ -134,6 +134,48 @@ t.test('filters: subtopic (exact), publisher and protocol; each refused with a 4
   t.equal(publishOnly.status, 403, 'publish without subscribe reads nothing, filtered to its own messages or not');
 });
 
+t.test('value filters: v with a comparator (eq by default), vb, vs, vd; malformed ones refused naming the parameter', async (t) => {
+  const c = await world(ts, 'ws-read-values');
+  const res = await publish(ts, c.ws, c.channel, c.publisher.key, [
+    { bn: 'n', bt: BT, n: '1', v: 1 }, { n: '2', v: 2, t: 1 }, { n: '3', v: 3, t: 2 }, { n: '4', v: 4, t: 3 },
+    { n: 'open', vs: 'open', t: 4 }, { n: 'on', vb: true, t: 5 }, { n: 'off', vb: false, t: 6 }, { n: 'blob', vd: 'AQID', t: 7 },
+  ]);
+  t.equal(res.status, 202);
+  const names = async (query: string) => {
+    const page = await read(ts, c.ws, c.channel, admin, query);
+    t.equal(page.status, 200, query);
+    t.equal(page.body.total, page.body.messages.length, `${query}: total follows the filter`);
+    return page.body.messages.map((m: any) => m.name);
+  };
+  t.same(await names('v=2'), ['n2']);
+  t.same(await names('v=2&comparator=eq'), ['n2']);
+  t.same(await names('v=2&comparator=lt'), ['n1']);
+  t.same(await names('v=2&comparator=le'), ['n2', 'n1']);
+  t.same(await names('v=2.5&comparator=gt'), ['n4', 'n3']);
+  t.same(await names('v=2&comparator=ge'), ['n4', 'n3', 'n2']);
+  t.same(await names('v=-1e3&comparator=gt&name=n1'), ['n1'], 'combines with the other filters');
+  t.same(await names('vb=true'), ['non']);
+  t.same(await names('vb=false'), ['noff']);
+  t.same(await names('vs=open'), ['nopen']);
+  t.same(await names('vd=AQID'), ['nblob']);
+  t.same(await names("vs=%27%20or%201%3D1%20--"), [], 'a value, never statement text');
+  t.same(await names('v=1&vb=true'), [], 'one message holds one kind of value');
+
+  const refused: [string, string][] = [
+    ['v=abc', "'v' must be a number"],
+    ['v=0x10', "'v' must be a number"],
+    ['comparator=gt', "'comparator' applies to 'v', which is missing"],
+    ['v=1&comparator=ne', "'comparator' must be eq, lt, le, gt or ge"],
+    ['v=1&comparator=%3E', "'comparator' must be eq, lt, le, gt or ge"],
+    ['vb=yes', "'vb' must be true or false"],
+  ];
+  for (const [query, message] of refused) {
+    const page = await read(ts, c.ws, c.channel, admin, query);
+    t.equal(page.status, 400, query);
+    t.same(page.body, { error: message }, query);
+  }
+});
+
 t.test('partitions: created ahead, a day that landed in DEFAULT moves into its partition, retention drops old days', async (t) => {
   const sql = ts.service.sql;
   const partitions = async () => (await sql<{ name: string }[]>`
