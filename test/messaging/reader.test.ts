@@ -1,5 +1,5 @@
 // Reader paging, ordering, filters and totals; partition upkeep (ahead, default-partition rescue, retention).
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { AUTH_ENV, adminToken } from '../helpers/auth.js';
 import { startTestService } from '../helpers/service.js';
 import { grant, insertDevice, publish, read, world } from './helpers.js';
@@ -20,6 +20,15 @@ for (const p of packs) {
   if (res.status !== 202) throw new Error(`setup publish answered ${res.status}: ${await res.text()}`);
 }
 const allTimes = packs.flatMap((p) => p.map((r) => BT + r.t)).sort((x, y) => y - x);
+
+/** Each query answers 400 with exactly its message, on the given channel. */
+async function expectRefused(t: Test, ws: string, channel: string, refused: [query: string, message: string][]) {
+  for (const [query, message] of refused) {
+    const res = await read(ts, ws, channel, admin, query);
+    t.equal(res.status, 400, query);
+    t.same(res.body, { error: message }, query);
+  }
+}
 
 t.test('pages are newest first, default and explicit limits, exact totals', async (t) => {
   const first = await read(ts, a.ws, a.channel, admin);
@@ -50,7 +59,7 @@ t.test('filters: name, from, to (inclusive); totals follow the filters', async (
 });
 
 t.test('offset, limit, from and to take decimal notation only; anything else is a 400 naming the parameter', async (t) => {
-  const refused: [string, string][] = [
+  await expectRefused(t, a.ws, a.channel, [
     ['limit=0', "'limit' must be an integer from 1 to 20"],
     ['limit=21', "'limit' must be an integer from 1 to 20"],
     ['limit=-1', "'limit' must be an integer from 1 to 20"],
@@ -65,12 +74,7 @@ t.test('offset, limit, from and to take decimal notation only; anything else is 
     ['from=Infinity', "'from' must be a time in seconds"],
     ['to=1e999', "'to' must be a time in seconds"],
     ['to=%201', "'to' must be a time in seconds"],
-  ];
-  for (const [query, message] of refused) {
-    const res = await read(ts, a.ws, a.channel, admin, query);
-    t.equal(res.status, 400, query);
-    t.same(res.body, { error: message }, query);
-  }
+  ]);
   // What decimal notation allows: leading zeros, signs, fractions and exponents on times.
   t.equal((await read(ts, a.ws, a.channel, admin, 'limit=020')).body.limit, 20);
   t.equal((await read(ts, a.ws, a.channel, admin, `from=%2B${BT}.0&to=1.7000001e9`)).body.total, 20); // BT to BT + 100
@@ -110,18 +114,13 @@ t.test('filters: subtopic (exact), publisher and protocol; each refused with a 4
   const mqttRow = (await read(ts, b.ws, b.channel, admin, 'protocol=mqtt')).body.messages[0];
   t.match(mqttRow, { protocol: 'mqtt', publisher: other.id, name: 'over.mqtt', value: 5 });
 
-  const refused: [string, string][] = [
+  await expectRefused(t, b.ws, b.channel, [
     ['subtopic=room%201', "'subtopic': subtopic segments are 1-64 letters, digits or _ . : -"],
     ['subtopic=room.1%2F%2Ftemp', "'subtopic': subtopic segments are 1-64 letters, digits or _ . : -"],
     ['publisher=someone', "'publisher' must be a UUID"],
     ['protocol=amqp', "'protocol' must be http, mqtt or coap"],
     ['protocol=HTTP', "'protocol' must be http, mqtt or coap"],
-  ];
-  for (const [query, message] of refused) {
-    const res = await read(ts, b.ws, b.channel, admin, query);
-    t.equal(res.status, 400, query);
-    t.same(res.body, { error: message }, query);
-  }
+  ]);
 
   // Filters narrow what a reader may see; they never widen it: a device of another workspace is
   // refused with them exactly as without them, and the first workspace's device cannot read this channel.
@@ -161,19 +160,14 @@ t.test('value filters: v with a comparator (eq by default), vb, vs, vd; malforme
   t.same(await names("vs=%27%20or%201%3D1%20--"), [], 'a value, never statement text');
   t.same(await names('v=1&vb=true'), [], 'one message holds one kind of value');
 
-  const refused: [string, string][] = [
+  await expectRefused(t, c.ws, c.channel, [
     ['v=abc', "'v' must be a number"],
     ['v=0x10', "'v' must be a number"],
     ['comparator=gt', "'comparator' applies to 'v', which is missing"],
     ['v=1&comparator=ne', "'comparator' must be eq, lt, le, gt or ge"],
     ['v=1&comparator=%3E', "'comparator' must be eq, lt, le, gt or ge"],
     ['vb=yes', "'vb' must be true or false"],
-  ];
-  for (const [query, message] of refused) {
-    const page = await read(ts, c.ws, c.channel, admin, query);
-    t.equal(page.status, 400, query);
-    t.same(page.body, { error: message }, query);
-  }
+  ]);
 });
 
 t.test('partitions: created ahead, a day that landed in DEFAULT moves into its partition, retention drops old days', async (t) => {
