@@ -2,7 +2,7 @@
 // writer's post-commit fan-out. Authentication and the subscribe decision happen before the upgrade.
 import { STATUS_CODES } from 'node:http';
 import type { DeviceIdentity } from '../auth/index.js';
-import { httpErrorBody, isTransient, toAppError, type AppError } from '../errors.js';
+import { httpErrorBody, invalidInput, isTransient, toAppError, type AppError } from '../errors.js';
 import type { Authenticate } from '../graphql/context.js';
 import type { HttpServer } from '../http/server.js';
 import type { UwsWebSocket } from '../http/uws.js';
@@ -10,9 +10,11 @@ import { decodePathSegment, json } from '../http/types.js';
 import type { Logger } from '../log.js';
 import { subjectOf, type Credentials } from './routes.js';
 import type { MessagingService } from './service.js';
+import { subtopicProblem } from './subtopic.js';
 import type { StoredMessage } from './types.js';
 
 interface SocketData {
+  /** The uWS topic: the channel's, or with ?subtopic= that subtopic's within it (exact, as the reader's filter). */
   topic: string;
   workspaceId: string;
   channelId: string;
@@ -34,6 +36,15 @@ const POLICY_VIOLATION = 1008;
 
 const LIVE_PATH = '/ws/m/:ws/c/:ch';
 const topicOf = (workspaceId: string, channelId: string) => `m/${workspaceId}/c/${channelId}`;
+
+/** ?subtopic= narrows a socket to one subtopic of the channel; the same rule as publishing and the reader. */
+function subtopicOf(query: URLSearchParams): string | null {
+  const subtopic = query.get('subtopic');
+  if (subtopic === null || subtopic === '') return null;
+  const problem = subtopicProblem(subtopic.split('/'));
+  if (problem !== null) throw invalidInput(`'subtopic': ${problem}`);
+  return subtopic;
+}
 
 /** The reader's message shape, so a page and a live frame read the same. */
 export function toLiveMessage(m: StoredMessage): Record<string, unknown> {
@@ -139,14 +150,17 @@ export function registerLiveRoute(server: HttpServer, messaging: MessagingServic
       };
       let workspaceId: string;
       let channelId: string;
+      let subtopic: string | null;
       try {
         workspaceId = decodePathSegment(rawWorkspace);
         channelId = decodePathSegment(rawChannel);
+        subtopic = subtopicOf(query);
       } catch (err) {
         return refuse(toAppError(err));
       }
+      const channelTopic = topicOf(workspaceId, channelId);
       const data: SocketData = {
-        topic: topicOf(workspaceId, channelId), workspaceId, channelId,
+        topic: subtopic === null ? channelTopic : `${channelTopic}/${subtopic}`, workspaceId, channelId,
         credentials: { authorization: authorization === '' ? undefined : authorization, token: query.get('token'), key: query.get('key') },
       };
       void refusalOf(data).then((refusal) => {
@@ -181,7 +195,13 @@ export function registerLiveRoute(server: HttpServer, messaging: MessagingServic
   const unsubscribe = messaging.onStored((messages, source) => {
     if (!watched.has(source.channelId)) return;
     const topic = topicOf(source.workspaceId, source.channelId);
-    for (const m of messages) app.publish(topic, JSON.stringify(toLiveMessage(m)));
+    // One publish carries one subtopic: its messages also go to the sockets watching just that subtopic.
+    const subtopicTopic = source.subtopic === null ? null : `${topic}/${source.subtopic}`;
+    for (const m of messages) {
+      const frame = JSON.stringify(toLiveMessage(m));
+      app.publish(topic, frame);
+      if (subtopicTopic !== null) app.publish(subtopicTopic, frame);
+    }
   });
   return {
     goingAway() {

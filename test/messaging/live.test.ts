@@ -76,6 +76,39 @@ t.test('a device with subscribe receives what another device publishes, after co
   t.equal(stored[0]!.n, 2, 'what was streamed is stored');
 });
 
+t.test('?subtopic= narrows a socket to one subtopic (exact); the channel-wide socket gets each message once', async (t) => {
+  const listener = await insertDevice(ts, a.ws);
+  await grant(ts, a.ws, listener.id, a.channel, ['subscribe']);
+  const auth = { authorization: `Client ${listener.key}` };
+  const path = `/ws/m/${a.ws}/c/${a.channel}`;
+  const all = subscribe(wsUrl(path), auth);
+  const room = subscribe(wsUrl(`${path}?subtopic=room.1`), auth);
+  const deep = subscribe(wsUrl(`${path}?subtopic=room.1%2Ftemp`), auth);
+  await Promise.all([all.opened, room.opened, deep.opened]);
+  t.teardown(() => {
+    for (const s of [all, room, deep]) s.socket.close();
+  });
+  for (const [name, subtopic] of [['none', undefined], ['room', 'room.1'], ['deep', 'room.1/temp'], ['elsewhere', 'room.2']] as const) {
+    const res = await publish(ts, a.ws, a.channel, a.publisher.key, [{ n: `sub-${name}`, v: 1 }], subtopic ? { subtopic } : {});
+    t.equal(res.status, 202, name);
+  }
+  t.same((await all.next(4)).map((f) => f.name), ['sub-none', 'sub-room', 'sub-deep', 'sub-elsewhere']);
+  t.same((await room.next(1)).map((f) => f.name), ['sub-room']);
+  t.same((await deep.next(1)).map((f) => f.name), ['sub-deep']);
+  // Nothing more arrives once the last publish's frame reached the channel-wide socket.
+  await new Promise((r) => setTimeout(r, 200));
+  t.equal(all.frames.length, 4, 'no frame twice');
+  t.equal(room.frames.length, 1);
+  t.equal(deep.frames.length, 1);
+
+  t.equal(await upgradeStatus(`${path}?subtopic=room%201`, auth), 400, 'a malformed subtopic');
+  t.equal(await upgradeStatus(`${path}?subtopic=a%2F%2Fb`, auth), 400, 'an empty segment');
+  const noGrant = await insertDevice(ts, a.ws);
+  t.equal(await upgradeStatus(`${path}?subtopic=room.1`, { authorization: `Client ${noGrant.key}` }), 403, 'a subtopic needs the channel grant');
+  const other = await world(ts, 'ws-live-subtopic-other');
+  t.equal(await upgradeStatus(`${path}?subtopic=room.1`, { authorization: `Client ${other.publisher.key}` }), 403, 'another workspace, subtopic or not');
+});
+
 t.test('browsers authenticate with ?token= (bearer) or ?key= (device key)', async (t) => {
   const token = await adminToken(ts);
   const byToken = subscribe(wsUrl(`/ws/m/${a.ws}/c/${a.channel}?token=${encodeURIComponent(token)}`));
