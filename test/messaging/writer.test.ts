@@ -77,7 +77,9 @@ t.test('a database refusing connections: publishes answer 503 at once, then reco
   t.teardown(() => admin.end());
   await admin.unsafe(`alter database ${ts.db.name} with allow_connections false`);
   try {
-    await sql`select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'svc-writer' and datname = current_database()`;
+    // From the admin connection, which is open already: the service's pool may need a new connection
+    // for this, and the database now refuses those.
+    await admin`select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'svc-writer' and datname = ${ts.db.name}`;
     const statuses: number[] = [];
     const started = Date.now();
     for (let i = 0; i < 5; i++) {
