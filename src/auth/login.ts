@@ -5,11 +5,11 @@ import type { Authz } from '../authz/types.js';
 import type { Sql } from '../db/client.js';
 import { AppError, forbidden, invalidInput, notFound, unauthenticated } from '../errors.js';
 import type { Logger } from '../log.js';
+import { isUuid } from '../validate.js';
 import * as cq from './credential-queries.js';
 import { hashPassword, needsRehash, verifyPaced, type ScryptParams } from './passwords.js';
 import type { Principal } from './principal.js';
 import * as q from './queries.js';
-import { isUuid } from '../validate.js';
 import type { KeyedHash } from './secrets.js';
 import type { IssuedSession, RequestMeta, Sessions } from './sessions.js';
 

@@ -14,7 +14,6 @@ export interface LoginSubject {
   email_verified: boolean;
 }
 
-
 /**
  * Resolves a login identifier among live entities: a UUID is the id, anything with '@' an email, else
  * an alias or a name. Names and aliases are unique per tenant only: with a tenant context, the tenant's

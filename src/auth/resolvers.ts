@@ -2,12 +2,12 @@
 import type { GraphqlContext } from '../graphql/context.js';
 import type { GraphqlModule } from '../graphql/schema.js';
 import { readSdl } from '../graphql/schema.js';
+import { uuid } from '../validate.js';
 import type { CredentialService } from './credentials.js';
 import type { Login } from './login.js';
 import type { Principal } from './principal.js';
 import type { RequestMeta, Sessions } from './sessions.js';
 import type { Signup } from './signup.js';
-import { uuid } from '../validate.js';
 
 type Args = Record<string, any>;
 

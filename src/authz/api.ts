@@ -2,10 +2,10 @@
 // (self, or authz.check|policy.manage|manage on the object's tenant or platform), audit.
 import type { Principal } from '../auth/principal.js';
 import { forbidden, invalidInput } from '../errors.js';
+import { isUuid } from '../validate.js';
 import type { Explanation } from './explain.js';
 import type { AuthzService } from './service.js';
 import { OBJECT_KINDS, type AuthorizeRequest, type Decision, type ObjectKind, type ObjectRef } from './types.js';
-import { isUuid } from '../validate.js';
 
 export const BULK_MAX = 20;
 const KINDS: ReadonlySet<string> = new Set(OBJECT_KINDS);

@@ -1,6 +1,5 @@
 // SQL of the authorization engine: subjects and their grants, object and tenant facts, ceilings, catalog.
 import type { Queryable } from '../db/client.js';
-
 import { isUuid } from '../validate.js';
 
 export interface SubjectRow {

@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import coap from 'coap';
 import { toAppError, type AppError } from '../errors.js';
 import type { Logger } from '../log.js';
-import type { Messaging } from '../messaging/index.js';
+import { SENML_JSON, type Messaging } from '../messaging/index.js';
 import { parsePublishTopic } from '../mqtt/index.js';
 import { guardBlockUploads, type BlockLimits } from './block-guard.js';
 
@@ -24,8 +24,8 @@ const CODES: Record<number, string> = {
 // Content-Formats a SenML JSON pack may arrive with (110, and generic JSON 50, which constrained clients
 // often send): both are the pipeline's application/senml+json.
 const CONTENT_TYPES: Record<string, string> = {
-  'application/senml+json': 'application/senml+json',
-  'application/json': 'application/senml+json',
+  'application/senml+json': SENML_JSON,
+  'application/json': SENML_JSON,
 };
 
 type Req = InstanceType<typeof coap.IncomingMessage>;
@@ -58,7 +58,7 @@ export function createCoapServer(deps: { messaging: Pick<Messaging, 'publishWith
     if (!key) return reply(res, '4.01', 'missing authentication: ?auth=<key>');
     const format = req.headers['Content-Format'];
     // No Content-Format: constrained clients often leave it out; the payload is read as SenML JSON.
-    let contentType = 'application/senml+json';
+    let contentType = SENML_JSON;
     if (format !== undefined) {
       const named = typeof format === 'string' ? CONTENT_TYPES[format] : undefined;
       if (!named) return reply(res, '4.15', 'unsupported content format: use application/senml+json (110) or application/json (50)');

@@ -3,6 +3,7 @@ export type {
   Messaging, Protocol, PublishInput, PublishResult, StoredListener, StoredMessage, StoredSource, WriterStats,
 } from './types.js';
 export { createMessaging, type MessagingDeps, type MessagingService, type MessagingSettings, type ReadPage, type ReadQuery, type Subject } from './service.js';
+export { mediaTypeOf, SENML_JSON } from './media-type.js';
 export { parseSenml, SENML_VERSION } from './senml.js';
 export { registerPublishRoutes, registerReaderRoutes } from './routes.js';
 export { registerLiveRoute } from './live.js';

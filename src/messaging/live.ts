@@ -2,7 +2,7 @@
 // writer's post-commit fan-out. Authentication and the subscribe decision happen before the upgrade.
 import { STATUS_CODES } from 'node:http';
 import type { DeviceIdentity } from '../auth/index.js';
-import { httpErrorBody, invalidInput, isTransient, toAppError, type AppError } from '../errors.js';
+import { httpErrorBody, isTransient, toAppError, type AppError } from '../errors.js';
 import type { Authenticate } from '../graphql/context.js';
 import type { HttpServer } from '../http/server.js';
 import type { UwsWebSocket } from '../http/uws.js';
@@ -10,7 +10,7 @@ import { decodePathSegment, json } from '../http/types.js';
 import type { Logger } from '../log.js';
 import { subjectOf, type Credentials } from './routes.js';
 import type { MessagingService } from './service.js';
-import { subtopicProblem } from './subtopic.js';
+import { subtopicParam } from './subtopic.js';
 import type { StoredMessage } from './types.js';
 
 interface SocketData {
@@ -36,15 +36,6 @@ const POLICY_VIOLATION = 1008;
 
 const LIVE_PATH = '/ws/m/:ws/c/:ch';
 const topicOf = (workspaceId: string, channelId: string) => `m/${workspaceId}/c/${channelId}`;
-
-/** ?subtopic= narrows a socket to one subtopic of the channel; the same rule as publishing and the reader. */
-function subtopicOf(query: URLSearchParams): string | null {
-  const subtopic = query.get('subtopic');
-  if (subtopic === null || subtopic === '') return null;
-  const problem = subtopicProblem(subtopic.split('/'));
-  if (problem !== null) throw invalidInput(`'subtopic': ${problem}`);
-  return subtopic;
-}
 
 /** The reader's message shape, so a page and a live frame read the same. */
 export function toLiveMessage(m: StoredMessage): Record<string, unknown> {
@@ -154,7 +145,7 @@ export function registerLiveRoute(server: HttpServer, messaging: MessagingServic
       try {
         workspaceId = decodePathSegment(rawWorkspace);
         channelId = decodePathSegment(rawChannel);
-        subtopic = subtopicOf(query);
+        subtopic = subtopicParam(query.get('subtopic'));
       } catch (err) {
         return refuse(toAppError(err));
       }

@@ -7,7 +7,7 @@ import { decodePathSegment, json, type HttpReply, type HttpRequest } from '../ht
 import { uuid } from '../validate.js';
 import type { MessageRow, ValueComparator } from './queries.js';
 import type { MessagingService, ReadQuery, Subject } from './service.js';
-import { subtopicProblem } from './subtopic.js';
+import { subtopicParam, subtopicProblem } from './subtopic.js';
 import type { Protocol } from './types.js';
 
 const ACCEPTED: HttpReply = Object.freeze({ status: 202 }) as HttpReply;
@@ -105,12 +105,8 @@ function numberParam(params: URLSearchParams, name: string, what: string): numbe
 function sourceFilters(params: URLSearchParams, q: ReadQuery): void {
   const name = param(params, 'name');
   if (name !== undefined) q.name = name;
-  const subtopic = param(params, 'subtopic');
-  if (subtopic !== undefined) {
-    const problem = subtopicProblem(subtopic.split('/'));
-    if (problem !== null) throw invalidInput(`'subtopic': ${problem}`);
-    q.subtopic = subtopic;
-  }
+  const subtopic = subtopicParam(params.get('subtopic'));
+  if (subtopic !== null) q.subtopic = subtopic;
   const publisher = param(params, 'publisher');
   if (publisher !== undefined) q.publisherId = uuid("'publisher'", publisher);
   const protocol = param(params, 'protocol');

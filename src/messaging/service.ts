@@ -7,6 +7,7 @@ import type { Sql } from '../db/client.js';
 import { AppError, forbidden, invalidInput, notFound, unauthenticated } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { BatchItem } from './batch-literals.js';
+import { mediaTypeOf, SENML_JSON } from './media-type.js';
 import { createPartitionMaintenance, type PartitionSettings } from './partitions.js';
 import { selectPage, type MessageRow, type ReadFilter } from './queries.js';
 import { parseSenml } from './senml.js';
@@ -54,12 +55,8 @@ export interface MessagingService extends Messaging {
   readonly settings: MessagingSettings;
 }
 
-const SENML_JSON = 'application/senml+json';
-
 function isSenmlJson(contentType: string): boolean {
-  if (contentType === SENML_JSON) return true;
-  const semi = contentType.indexOf(';');
-  return (semi < 0 ? contentType : contentType.slice(0, semi)).trim().toLowerCase() === SENML_JSON;
+  return contentType === SENML_JSON || mediaTypeOf(contentType) === SENML_JSON;
 }
 
 /** The object is a live channel resource of this workspace. */

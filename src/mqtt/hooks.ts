@@ -5,7 +5,7 @@ import { principalOfDevice, type DeviceIdentity } from '../auth/index.js';
 import type { Authz } from '../authz/types.js';
 import { isTransient, toAppError, type AppError } from '../errors.js';
 import type { Logger } from '../log.js';
-import type { Messaging } from '../messaging/index.js';
+import { mediaTypeOf, SENML_JSON, type Messaging } from '../messaging/index.js';
 import { holdDeliveriesUntilConnack } from './connack-first.js';
 import type { MqttMetrics } from './metrics.js';
 import { parsePublishTopic, parseSubscribeFilter, type ChannelTopic } from './topics.js';
@@ -56,7 +56,6 @@ export const KEY_RECHECK_MS = 1000;
 const TOPIC_CACHE = 64;
 
 const PACKET = new Set(['INVALID_INPUT', 'PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE']);
-const SENML_JSON = 'application/senml+json';
 
 /**
  * What the payload is: MQTT 5's Content Type when the publisher states one (plain JSON read as SenML
@@ -67,7 +66,7 @@ function contentTypeOf(packet: PublishPacket): string {
   const stated = packet.properties?.contentType;
   if (stated === undefined) return SENML_JSON;
   // Media types are case-insensitive and may carry parameters ('application/JSON; charset=utf-8').
-  return (stated.split(';', 1)[0] as string).trim().toLowerCase() === 'application/json' ? SENML_JSON : stated;
+  return mediaTypeOf(stated) === 'application/json' ? SENML_JSON : stated;
 }
 
 function connectError(returnCode: number, message: string): AuthenticateError {

@@ -3,7 +3,6 @@
 import { subtopicProblem } from '../messaging/subtopic.js';
 import { isUuid } from '../validate.js';
 
-
 export interface ChannelTopic {
   workspaceId: string;
   channelId: string;
