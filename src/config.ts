@@ -197,6 +197,10 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
     mqttMaxSubscriptions: r.int('SVC_MQTT_MAX_SUBSCRIPTIONS', 100, 1, 100_000),
     // Unfinished CoAP block-wise uploads are held before anyone is authenticated: a bound on them all.
     coapMaxBlockBytesHeld: r.int('SVC_COAP_MAX_BLOCK_BYTES_HELD', 16_777_216, 1024, 1 << 30),
+    // CoAP observations (subscriptions) are held in memory per instance: bounded overall and per device.
+    coapMaxObservations: r.int('SVC_COAP_MAX_OBSERVATIONS', 10_000, 1, 1_000_000),
+    coapMaxObservationsPerDevice: r.int('SVC_COAP_MAX_OBSERVATIONS_PER_DEVICE', 16, 1, 100_000),
+    coapRevalidateSecs: r.int('SVC_COAP_REVALIDATE_SECS', 60, 0, 86_400),
     adminToken: r.secret('SVC_BROKER_ADMIN_TOKEN'),
     nodeAddress: r.optional('SVC_NODE_ADDRESS'),
     nodeHeartbeatMs: r.int('SVC_NODE_HEARTBEAT_MS', 5000, 100, 600_000),

@@ -246,7 +246,11 @@ export async function startService(env: Record<string, string | undefined>, opti
     }
     if (config.listeners.coap) {
       const addr = config.listeners.coap;
-      const coap = createCoapServer({ messaging, log, blocks: { maxMessageBytes: config.messaging.maxMessageBytes, maxHeldBytes: b.coapMaxBlockBytesHeld } });
+      const coap = createCoapServer({
+        messaging, log, authenticateDeviceKey: auth.authenticateDeviceKey,
+        blocks: { maxMessageBytes: config.messaging.maxMessageBytes, maxHeldBytes: b.coapMaxBlockBytesHeld },
+        observe: { maxObservations: b.coapMaxObservations, maxPerDevice: b.coapMaxObservationsPerDevice, revalidateSecs: b.coapRevalidateSecs },
+      });
       ports.coap = await bindProtocol('coap', 'SVC_COAP_ADDR', addr, () => coap.listen(addr.host, addr.port));
       if (ports.coap !== undefined) closers.push({ name: 'coap listener', close: () => coap.close(config.shutdownTimeoutSecs * 1000) });
     }

@@ -4,6 +4,7 @@ export type {
 } from './types.js';
 export { createMessaging, type MessagingDeps, type MessagingService, type MessagingSettings, type ReadPage, type ReadQuery, type Subject } from './service.js';
 export { mediaTypeOf, SENML_JSON } from './media-type.js';
-export { parseSenml, SENML_VERSION } from './senml.js';
+export { parseSenml, SENML_VERSION, toResolvedSenml } from './senml.js';
 export { registerPublishRoutes, registerReaderRoutes } from './routes.js';
 export { registerLiveRoute } from './live.js';
+export { refusalOf, startRevalidation, type Revalidation, type RevalidationOptions } from './revalidation.js';

@@ -2,13 +2,14 @@
 // writer's post-commit fan-out. Authentication and the subscribe decision happen before the upgrade.
 import { STATUS_CODES } from 'node:http';
 import type { DeviceIdentity } from '../auth/index.js';
-import { httpErrorBody, isTransient, toAppError, type AppError } from '../errors.js';
+import { httpErrorBody, toAppError, type AppError } from '../errors.js';
 import type { Authenticate } from '../graphql/context.js';
 import type { HttpServer } from '../http/server.js';
 import type { UwsWebSocket } from '../http/uws.js';
 import { decodePathSegment, json } from '../http/types.js';
 import type { Logger } from '../log.js';
 import { subjectOf, type Credentials } from './routes.js';
+import { refusalOf, startRevalidation } from './revalidation.js';
 import type { MessagingService } from './service.js';
 import { subtopicParam } from './subtopic.js';
 import type { StoredMessage } from './types.js';
@@ -68,49 +69,20 @@ export function registerLiveRoute(server: HttpServer, messaging: MessagingServic
   const sockets = new Set<UwsWebSocket<SocketData>>();
 
   /** Whether the socket's subscriber may still subscribe: null if so, else why not. */
-  function refusalOf(data: SocketData): Promise<AppError | null> {
-    return subjectOf(deps.authenticate, deps.authenticateDeviceKey, data.credentials)
-      .then((subject) => messaging.authorizeSubscribe(subject, data.workspaceId, data.channelId))
-      .then(() => null, (err: unknown) => {
-        const e = toAppError(err);
-        if (e.kind === 'INTERNAL') deps.log.error('live subscription check failed', { err });
-        return e;
-      });
-  }
+  const refusalFor = (data: SocketData) => refusalOf(
+    subjectOf(deps.authenticate, deps.authenticateDeviceKey, data.credentials)
+      .then((subject) => messaging.authorizeSubscribe(subject, data.workspaceId, data.channelId)),
+    deps.log, 'live subscription');
 
-  /**
-   * A socket outlives the decision that opened it: a revoked key or session, an expired token, a
-   * withdrawn grant, a deleted channel or a suspended workspace closes it (1008) at the next pass.
-   * One socket at a time, like the MQTT broker's pass: the caches make each check cheap.
-   */
-  let revalidating = false;
-  async function revalidate(): Promise<void> {
-    if (revalidating) return;
-    revalidating = true;
-    let skipped: AppError | undefined;
-    try {
-      for (const socket of [...sockets]) {
-        if (!sockets.has(socket)) continue;
-        const data = socket.getUserData();
-        const refusal = await refusalOf(data);
-        if (refusal === null || !sockets.has(socket)) continue;
-        // The check itself failed (database away): the socket stays until a pass can decide.
-        if (isTransient(refusal)) {
-          skipped = refusal;
-          continue;
-        }
-        deps.log.info('live subscription closed: no longer allowed', { channelId: data.channelId, reason: refusal.message });
-        // A close reason is at most 123 bytes; the messages are ASCII.
-        socket.end(POLICY_VIOLATION, refusal.message.slice(0, 120));
-      }
-      // Once per pass, not per socket: with the database away every socket would say the same.
-      if (skipped) deps.log.warn('live subscriptions not revalidated this pass', { err: skipped.message });
-    } finally {
-      revalidating = false;
-    }
-  }
-  const timer = deps.settings.revalidateSecs > 0 ? setInterval(() => void revalidate(), deps.settings.revalidateSecs * 1000) : undefined;
-  timer?.unref();
+  const revalidation = startRevalidation({
+    what: 'live subscription', intervalSecs: deps.settings.revalidateSecs, log: deps.log,
+    open: () => sockets,
+    isOpen: (socket) => sockets.has(socket),
+    refusal: (socket) => refusalFor(socket.getUserData()),
+    // A close reason is at most 123 bytes; the messages are ASCII.
+    end: (socket, refusal) => socket.end(POLICY_VIOLATION, refusal.message.slice(0, 120)),
+    describe: (socket) => ({ channelId: socket.getUserData().channelId }),
+  });
 
   // uWS hands a GET without the upgrade headers on to the routes: it answers 426 (RFC 9110 15.5.22).
   server.route('GET', LIVE_PATH, () => json(426, { error: 'this is a WebSocket endpoint: send the request with Upgrade: websocket' }, { upgrade: 'websocket' }));
@@ -154,7 +126,7 @@ export function registerLiveRoute(server: HttpServer, messaging: MessagingServic
         topic: subtopic === null ? channelTopic : `${channelTopic}/${subtopic}`, workspaceId, channelId,
         credentials: { authorization: authorization === '' ? undefined : authorization, token: query.get('token'), key: query.get('key') },
       };
-      void refusalOf(data).then((refusal) => {
+      void refusalFor(data).then((refusal) => {
         if (refusal !== null) return refuse(refusal);
         if (aborted) return;
         // Not inside res.cork: uWS's cork() reads the HTTP response state after an asynchronous upgrade
@@ -199,7 +171,7 @@ export function registerLiveRoute(server: HttpServer, messaging: MessagingServic
       for (const socket of [...sockets]) socket.end(GOING_AWAY, 'service stopping');
     },
     close() {
-      clearInterval(timer);
+      revalidation.stop();
       unsubscribe();
     },
   };

@@ -217,3 +217,21 @@ export function parseSenml(payload: Buffer | string, ctx: SenmlContext, limits: 
   }
   return out;
 }
+
+/**
+ * Stored messages as fully resolved SenML records (RFC 8428 section 4.6: no base fields, absolute times):
+ * what MQTT subscribers and CoAP observers get for messages that arrived over another protocol.
+ */
+export function toResolvedSenml(messages: readonly StoredMessage[]): Record<string, unknown>[] {
+  return messages.map((m) => {
+    const r: Record<string, unknown> = { n: m.name, t: m.time };
+    if (m.unit) r.u = m.unit;
+    if (m.value !== null) r.v = m.value;
+    if (m.stringValue !== null) r.vs = m.stringValue;
+    if (m.boolValue !== null) r.vb = m.boolValue;
+    if (m.dataValue !== null) r.vd = m.dataValue;
+    if (m.sum !== null) r.s = m.sum;
+    if (m.updateTime !== null && m.updateTime !== undefined) r.ut = m.updateTime;
+    return r;
+  });
+}

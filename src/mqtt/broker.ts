@@ -6,7 +6,7 @@ import type { DeviceIdentity } from '../auth/index.js';
 import type { Authz } from '../authz/types.js';
 import { unavailable } from '../errors.js';
 import type { Logger } from '../log.js';
-import type { Messaging, StoredMessage } from '../messaging/index.js';
+import { toResolvedSenml, type Messaging } from '../messaging/index.js';
 import { releaseOnConnack } from './connack-first.js';
 import { createHooks, isCounted, V5_NOT_AUTHORIZED, type DenyAction } from './hooks.js';
 import { createMqttMetrics, type MqttErrors } from './metrics.js';
@@ -68,20 +68,6 @@ interface LiveClient extends Client {
 
 /** Whether the client holds a subscription whose filter matches the topic. */
 const heldBy = (client: LiveClient, topic: string) => Object.keys(client.subscriptions).some((filter) => filterMatches(filter, topic));
-
-/** Fully resolved SenML records (RFC 8428 4.6): what MQTT subscribers get for HTTP and CoAP messages. */
-function toSenml(messages: StoredMessage[]): unknown[] {
-  return messages.map((m) => {
-    const r: Record<string, unknown> = { n: m.name, t: m.time };
-    if (m.unit) r.u = m.unit;
-    if (m.value !== null) r.v = m.value;
-    if (m.stringValue !== null) r.vs = m.stringValue;
-    if (m.boolValue !== null) r.vb = m.boolValue;
-    if (m.dataValue !== null) r.vd = m.dataValue;
-    if (m.sum !== null) r.s = m.sum;
-    return r;
-  });
-}
 
 const RETAINED_CACHE_MS = 1000;
 
@@ -150,7 +136,7 @@ export async function createMqttBroker(deps: MqttDeps): Promise<MqttBroker> {
     if (!first || first.protocol === 'mqtt' || broker.closed) return;
     broker.publish({
       cmd: 'publish', topic: channelTopic(source.workspaceId, source.channelId, source.subtopic),
-      payload: Buffer.from(JSON.stringify(toSenml(messages))), qos: 1, retain: false, dup: false,
+      payload: Buffer.from(JSON.stringify(toResolvedSenml(messages))), qos: 1, retain: false, dup: false,
     }, (err?: Error) => {
       if (err) log.warn('mqtt fan-out failed', { err: err.message });
     });

@@ -3,19 +3,16 @@
 import dgram from 'node:dgram';
 import { generate, parse, type ParsedPacket } from 'coap-packet';
 import t, { type Test } from 'tap';
-import { createCoapServer } from '../../src/coap/index.js';
 import { forbidden, invalidInput, notFound, payloadTooLarge, unauthenticated, unavailable } from '../../src/errors.js';
 import type { PublishInput } from '../../src/messaging/index.js';
-import { testLogger } from '../helpers/service.js';
-import { coapPost } from './helpers.js';
+import { coapPost, coapServer } from './helpers.js';
 
 const WS = '6f1c9d2e-1111-4a55-9d55-000000000001';
 const CH = '6f1c9d2e-2222-4a55-9d55-000000000002';
 
 t.test('CoAP ingest', async (t) => {
   const calls: { key: string; input: PublishInput }[] = [];
-  const server = createCoapServer({
-    log: testLogger(),
+  const server = coapServer({
     blocks: { maxMessageBytes: 8192, maxHeldBytes: 16384 },
     messaging: {
       async publishWithKey(key, input) {
@@ -94,8 +91,7 @@ function block1(num: number, more: boolean, szx: number): Buffer {
 
 t.test('block-wise uploads are bounded before the package reassembles them', async (t) => {
   const published: string[] = [];
-  const server = createCoapServer({
-    log: testLogger(),
+  const server = coapServer({
     // Room for four unfinished uploads: each reserves a whole message.
     blocks: { maxMessageBytes: 8192, maxHeldBytes: 4 * 8192 },
     messaging: {
@@ -140,8 +136,7 @@ t.test('block-wise uploads are bounded before the package reassembles them', asy
 });
 
 t.test('an upload refused midway, or whose blocks never join up, keeps its room until the package lets it go', async (t) => {
-  const server = createCoapServer({
-    log: testLogger(),
+  const server = coapServer({
     blocks: { maxMessageBytes: 4096, maxHeldBytes: 3 * 4096 },
     messaging: { async publishWithKey() { return { stored: 1, messages: [] }; } },
   });

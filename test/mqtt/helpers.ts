@@ -2,8 +2,9 @@
 // small waiting helpers; every client is ended at teardown.
 import coap from 'coap';
 import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
+import { createCoapServer, type CoapDeps } from '../../src/coap/index.js';
 import { adminToken, insertEntity } from '../helpers/auth.js';
-import { gql, type TestService } from '../helpers/service.js';
+import { gql, testLogger, type TestService } from '../helpers/service.js';
 import { sleep, waitUntil } from '../helpers/wait.js';
 
 interface Teardown {
@@ -127,5 +128,55 @@ export function coapPost(port: number, path: string, payload: string, options: R
     });
     req.on('error', reject);
     req.end(payload);
+  });
+}
+
+type CoapMessaging = CoapDeps['messaging'];
+
+/**
+ * A CoAP server on its own, in front of the pipeline parts a test gives; the rest refuse (publish), allow
+ * (subscribe) or never fire (stored messages). Observation limits default wide, revalidation off.
+ */
+export function coapServer(options: { messaging?: Partial<CoapMessaging> } & Partial<Omit<CoapDeps, 'messaging'>>) {
+  const messaging: CoapMessaging = {
+    publishWithKey: () => Promise.reject(new Error('no publish in this test')),
+    authorizeSubscribe: () => Promise.resolve(),
+    onStored: () => () => undefined,
+    ...options.messaging,
+  };
+  return createCoapServer({
+    log: testLogger(),
+    blocks: { maxMessageBytes: 8192, maxHeldBytes: 16384 },
+    observe: { maxObservations: 1000, maxPerDevice: 100, revalidateSecs: 0 },
+    authenticateDeviceKey: () => Promise.resolve(null),
+    ...options,
+    messaging,
+  });
+}
+
+/**
+ * A CoAP observation with the coap client (GET with Observe: 0): resolves with the registration's code;
+ * on 2.05 every notification's payload is collected. Closed at teardown without the client's eager
+ * deregistration, which sends its GET after the agent closed its socket (coap 1.5); the service ends the
+ * observation when a notification meets the closed client, or at shutdown.
+ */
+export function coapObserve(t: Teardown, port: number, path: string) {
+  return new Promise<{ code: string; payloads: string[]; waitFor(count: number, ms?: number): Promise<string[]> }>((resolve, reject) => {
+    const [pathname, query] = path.split('?');
+    // An agent of its own: closing an observation closes its agent's socket for good (coap 1.5).
+    const agent = new coap.Agent({ type: 'udp4' });
+    const req = coap.request({ hostname: '127.0.0.1', port, method: 'GET', pathname, query, observe: true, agent });
+    req.on('response', (res: InstanceType<typeof coap.ObserveReadStream>) => {
+      const payloads: string[] = [];
+      if (res.code === '2.05') res.on('data', (chunk: Buffer) => payloads.push(chunk.toString()));
+      // A refusal opens a stream too (the client waits for notifications that never come).
+      t.teardown(() => res.close());
+      resolve({
+        code: res.code, payloads,
+        waitFor: (count, ms = 5000) => waitUntil(() => payloads.length >= count, ms, `${count} notifications`).then(() => payloads),
+      });
+    });
+    req.on('error', reject);
+    req.end();
   });
 }
