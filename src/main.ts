@@ -139,7 +139,7 @@ export async function startService(env: Record<string, string | undefined>, opti
     // Device messaging: one publish pipeline for HTTP, MQTT and CoAP. Closed after the listeners, so the
     // writer commits what they accepted before the pool goes.
     const messaging = createMessaging({
-      url, sql, auth, authz, settings: config.messaging, connectTimeoutSecs: config.database.connectTimeoutSecs, log,
+      url, sql, auth, authz, settings: config.messaging, connectTimeoutSecs: config.database.connectTimeoutSecs, log, hub,
     });
     closers.push({ name: 'messaging', close: () => messaging.close() });
     await messaging.start();

@@ -24,7 +24,7 @@ export interface ObserveSettings {
 }
 
 export interface ObserveDeps {
-  messaging: Pick<Messaging, 'authorizeSubscribe' | 'onStored'>;
+  messaging: Pick<Messaging, 'authorizeSubscribe' | 'onStored' | 'watch'>;
   authenticateDeviceKey(key: string): Promise<DeviceIdentity | null>;
   settings: ObserveSettings;
   log: Logger;
@@ -42,6 +42,8 @@ interface Observation extends ObservedChannel {
   res: Notifier;
   key: string;
   deviceId: string;
+  /** Ends the channel watch this observation holds (messages other instances store reach it meanwhile). */
+  unwatch: () => void;
 }
 
 export interface Observations {
@@ -106,12 +108,14 @@ export function createObservations(deps: ObserveDeps): Observations {
     if (set === undefined) byChannel.set(o.channelId, (set = new Set()));
     set.add(o);
     perDevice.set(o.deviceId, (perDevice.get(o.deviceId) ?? 0) + 1);
+    o.unwatch = messaging.watch(o.channelId);
   }
 
   /** Forgets the observation; true when it was still held (each one is forgotten once). */
   function forget(o: Observation): boolean {
     if (byId.get(o.id) !== o) return false;
     byId.delete(o.id);
+    o.unwatch();
     const set = byChannel.get(o.channelId);
     set?.delete(o);
     if (set?.size === 0) byChannel.delete(o.channelId);
@@ -183,7 +187,7 @@ export function createObservations(deps: ObserveDeps): Observations {
         if (e.kind === 'INTERNAL') log.error('coap observation refused', { err });
         return answerError(res, e);
       }
-      const o: Observation = { id, res, key, deviceId: device.entityId, ...target };
+      const o: Observation = { id, res, key, deviceId: device.entityId, unwatch: () => undefined, ...target };
       add(o);
       res.on('finish', () => forget(o));
       res.setOption('Content-Format', 'application/senml+json');

@@ -22,7 +22,7 @@ export interface CoapServer {
 }
 
 export interface CoapDeps {
-  messaging: Pick<Messaging, 'publishWithKey' | 'authorizeSubscribe' | 'onStored'>;
+  messaging: Pick<Messaging, 'publishWithKey' | 'authorizeSubscribe' | 'onStored' | 'watch'>;
   authenticateDeviceKey(key: string): Promise<DeviceIdentity | null>;
   log: Logger;
   blocks: BlockLimits;

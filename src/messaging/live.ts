@@ -21,6 +21,8 @@ interface SocketData {
   channelId: string;
   /** What the upgrade authenticated with, checked again every revalidateSecs. */
   credentials: Credentials;
+  /** Ends this socket's watch on the channel (set when it opens). */
+  unwatch?: () => void;
 }
 
 export interface LiveSettings {
@@ -141,6 +143,7 @@ export function registerLiveRoute(server: HttpServer, messaging: MessagingServic
       const data = socket.getUserData();
       socket.subscribe(data.topic);
       sockets.add(socket);
+      data.unwatch = messaging.watch(data.channelId);
       watched.set(data.channelId, (watched.get(data.channelId) ?? 0) + 1);
     },
     message() {
@@ -148,7 +151,8 @@ export function registerLiveRoute(server: HttpServer, messaging: MessagingServic
     },
     close(socket) {
       sockets.delete(socket);
-      const { channelId } = socket.getUserData();
+      const { channelId, unwatch } = socket.getUserData();
+      unwatch?.();
       const n = (watched.get(channelId) ?? 1) - 1;
       if (n <= 0) watched.delete(channelId);
       else watched.set(channelId, n);

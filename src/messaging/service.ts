@@ -11,7 +11,8 @@ import { mediaTypeOf, SENML_JSON } from './media-type.js';
 import { createPartitionMaintenance, type PartitionSettings } from './partitions.js';
 import { selectPage, type MessageRow, type ReadFilter } from './queries.js';
 import { parseSenml } from './senml.js';
-import type { Messaging, PublishInput, PublishResult, StoredListener, StoredMessage } from './types.js';
+import { createRelay, type RelayDeps } from './relay.js';
+import type { Messaging, PublishInput, PublishResult, StoredListener, StoredMessage, StoredSource } from './types.js';
 import { createWriter, type WriterSettings } from './writer.js';
 
 export interface MessagingSettings {
@@ -31,6 +32,8 @@ export interface MessagingDeps {
   settings: MessagingSettings;
   connectTimeoutSecs: number;
   log: Logger;
+  /** With it, messages reach live sockets and CoAP observers held by other instances (relay.ts). */
+  hub?: RelayDeps['hub'];
 }
 
 export type Subject = { device: DeviceIdentity } | { principal: Principal };
@@ -78,18 +81,29 @@ export function createMessaging(deps: MessagingDeps): MessagingService {
   const publishKeys = new WeakMap<DeviceIdentity, Map<string, string>>();
   const counters = { rejected: 0, received: { messages: 0, bytes: 0 } };
 
+  function dispatch(messages: StoredMessage[], source: StoredSource): void {
+    for (const l of listeners) {
+      try {
+        l(messages, source);
+      } catch (err) {
+        log.error('stored-message listener failed', { err });
+      }
+    }
+  }
+  const relay = deps.hub === undefined ? undefined : createRelay({
+    hub: deps.hub, log, deliver: dispatch,
+    connect: () => postgres(deps.url, {
+      max: 1, fetch_types: false, idle_timeout: 60, connect_timeout: deps.connectTimeoutSecs, onnotice: () => undefined,
+      connection: { application_name: 'svc-relay' },
+    }) as unknown as Sql,
+  });
   const writer = createWriter(deps.url, { ...settings.writer, connectTimeoutSecs: deps.connectTimeoutSecs }, log, (jobs: readonly BatchItem[]) => {
-    if (listeners.size === 0) return;
+    if (listeners.size === 0 && relay === undefined) return;
     for (const job of jobs) {
       const head = job.messages[0] as StoredMessage;
       const source = { workspaceId: job.workspaceId, channelId: head.channel, subtopic: head.subtopic };
-      for (const l of listeners) {
-        try {
-          l(job.messages, source);
-        } catch (err) {
-          log.error('stored-message listener failed', { err });
-        }
-      }
+      dispatch(job.messages, source);
+      relay?.relay(job.messages, source);
     }
   });
   const maintenance = createPartitionMaintenance(sql, settings.partitions, log);
@@ -209,6 +223,7 @@ export function createMessaging(deps: MessagingDeps): MessagingService {
     async start() {
       await maintenance.run();
       maintenance.start();
+      await relay?.start();
     },
     runMaintenance: (now) => maintenance.run(now),
     publishAsDevice(device, input) {
@@ -227,6 +242,9 @@ export function createMessaging(deps: MessagingDeps): MessagingService {
       });
     },
     authorizeSubscribe,
+    watch(channelId) {
+      return relay?.watch(channelId) ?? (() => undefined);
+    },
     onStored(listener) {
       listeners.add(listener);
       return () => {
@@ -251,6 +269,7 @@ export function createMessaging(deps: MessagingDeps): MessagingService {
     async close() {
       maintenance.close();
       await writer.close();
+      await relay?.close();
       listeners.clear();
       await readerSql.end({ timeout: 5 });
     },

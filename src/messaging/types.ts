@@ -44,6 +44,8 @@ export interface StoredSource {
   workspaceId: string;
   channelId: string;
   subtopic: string | null;
+  /** Committed by another instance and relayed here (relay.ts): for this instance's watchers only. */
+  remote?: boolean;
 }
 
 export type StoredListener = (messages: StoredMessage[], source: StoredSource) => void;
@@ -82,8 +84,16 @@ export interface Messaging {
    * or subscribe for principals). Throws like above.
    */
   authorizeSubscribe(subject: { device: DeviceIdentity } | { principal: Principal }, workspaceId: string, channelId: string): Promise<void>;
-  /** Every committed message, after commit (live fan-out: WebSocket here, cross-protocol delivery there). */
+  /**
+   * Every committed message, after commit (live fan-out: WebSocket here, cross-protocol delivery there);
+   * also, marked remote, messages other instances committed on a channel watched here.
+   */
   onStored(listener: StoredListener): () => void;
+  /**
+   * This instance holds a subscriber of the channel (a live socket, a CoAP observation) until the returned
+   * release is called: other instances relay what they store on it (counted per channel).
+   */
+  watch(channelId: string): () => void;
   /** Writer counters for the broker stats API. */
   stats(): WriterStats;
   close(): Promise<void>;

@@ -131,9 +131,10 @@ export async function createMqttBroker(deps: MqttDeps): Promise<MqttBroker> {
   }
 
   // HTTP and CoAP messages reach MQTT subscribers of their channel; MQTT ones were forwarded by aedes.
+  // Another instance's messages (relayed for its live sockets and observers) come through Redis, if at all.
   const stopFanOut = deps.messaging.onStored((messages, source) => {
     const first = messages[0];
-    if (!first || first.protocol === 'mqtt' || broker.closed) return;
+    if (!first || first.protocol === 'mqtt' || source.remote || broker.closed) return;
     broker.publish({
       cmd: 'publish', topic: channelTopic(source.workspaceId, source.channelId, source.subtopic),
       payload: Buffer.from(JSON.stringify(toResolvedSenml(messages))), qos: 1, retain: false, dup: false,

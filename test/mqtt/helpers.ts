@@ -142,6 +142,7 @@ export function coapServer(options: { messaging?: Partial<CoapMessaging> } & Par
     publishWithKey: () => Promise.reject(new Error('no publish in this test')),
     authorizeSubscribe: () => Promise.resolve(),
     onStored: () => () => undefined,
+    watch: () => () => undefined,
     ...options.messaging,
   };
   return createCoapServer({

@@ -1,0 +1,216 @@
+// Stored messages for subscribers held by other instances. A live WebSocket or a CoAP observation stays
+// with the instance that accepted it, while a message is committed by whichever instance took the
+// publish; behind a load balancer the two differ. So each instance announces the channels it has such
+// subscribers on (LISTEN/NOTIFY through the hub, announced again every announceMs and forgotten after
+// three missed announcements, so a crashed instance stops costing anything), and relays what it commits
+// on a channel another instance watches, as NOTIFY payloads on one connection of its own (one session's
+// notifications arrive in the order sent). A channel nobody elsewhere watches costs one map lookup.
+// Best effort, like the subscriptions themselves: what is relayed while a LISTEN connection is down is
+// not replayed (the reader has every message). MQTT subscribers are not fed from here: across instances
+// they get messages through the broker's Redis emitter.
+import { randomUUID } from 'node:crypto';
+import postgres from 'postgres';
+import type { Sql } from '../db/client.js';
+import type { NotifyHub } from '../db/notify-hub.js';
+import type { Logger } from '../log.js';
+import type { StoredMessage, StoredSource } from './types.js';
+
+export interface RelaySettings {
+  /** How often an instance announces its watched channels again. */
+  announceMs: number;
+  /** Notifications waiting to be sent at most; beyond, messages are dropped for remote subscribers (logged). */
+  maxPending: number;
+}
+
+export interface RelayDeps {
+  hub: Pick<NotifyHub, 'notify' | 'subscribe' | 'onReconnect'>;
+  /** A connection of the relay's own, opened on the first relayed message (so sends stay in order). */
+  connect: () => Sql;
+  log: Logger;
+  settings?: Partial<RelaySettings>;
+  /** Messages another instance stored on a channel watched here. */
+  deliver(messages: StoredMessage[], source: StoredSource): void;
+}
+
+export interface Relay {
+  /** This instance has a subscriber on the channel while held (counted); the release ends it. */
+  watch(channelId: string): () => void;
+  /** Messages committed here: sent on when another instance watches their channel. */
+  relay(messages: StoredMessage[], source: StoredSource): void;
+  /** Asks the other instances to announce their channels (at start, and when ours may have missed some). */
+  start(): Promise<void>;
+  close(): Promise<void>;
+}
+
+const TOPIC_WATCH = 'messaging.watch';
+const TOPIC_SYNC = 'messaging.sync';
+const TOPIC_STORED = 'messaging.stored';
+const DEFAULTS: RelaySettings = { announceMs: 30_000, maxPending: 1000 };
+/** NOTIFY payloads end at 8000 bytes; the hub's envelope and the source fields fit in what is left. */
+export const RELAY_CHUNK_BYTES = 7000;
+/** Channel ids per announcement (36 characters and JSON punctuation each). */
+const CHANNELS_PER_ANNOUNCEMENT = 150;
+
+interface Watch {
+  n: string;
+  on: boolean;
+  c: string[];
+}
+interface Stored {
+  n: string;
+  w: string;
+  c: string;
+  s: string | null;
+  m: StoredMessage[];
+}
+
+/** Messages grouped so that each group's JSON stays under maxBytes; a message larger alone is counted out. */
+export function chunkMessages(messages: readonly StoredMessage[], maxBytes: number): { chunks: StoredMessage[][]; tooLarge: number } {
+  const chunks: StoredMessage[][] = [];
+  let current: StoredMessage[] = [];
+  let size = 2;
+  let tooLarge = 0;
+  for (const m of messages) {
+    const bytes = Buffer.byteLength(JSON.stringify(m)) + 1;
+    if (bytes + 2 > maxBytes) {
+      tooLarge++;
+      continue;
+    }
+    if (current.length > 0 && size + bytes > maxBytes) {
+      chunks.push(current);
+      current = [];
+      size = 2;
+    }
+    current.push(m);
+    size += bytes;
+  }
+  if (current.length > 0) chunks.push(current);
+  return { chunks, tooLarge };
+}
+
+export function createRelay(deps: RelayDeps): Relay {
+  const settings = { ...DEFAULTS, ...deps.settings };
+  const { hub, log } = deps;
+  const self = randomUUID();
+  const local = new Map<string, number>();
+  /** channel → instance → when its watch lapses without another announcement. */
+  const remote = new Map<string, Map<string, number>>();
+  let conn: Sql | undefined;
+  let pending = 0;
+  let dropped = 0;
+  let closed = false;
+
+  function announce(on: boolean, channels: string[]): Promise<void> {
+    const sent: Promise<void>[] = [];
+    for (let i = 0; i < channels.length; i += CHANNELS_PER_ANNOUNCEMENT) {
+      sent.push(send(TOPIC_WATCH, { n: self, on, c: channels.slice(i, i + CHANNELS_PER_ANNOUNCEMENT) } satisfies Watch));
+    }
+    return Promise.all(sent).then(() => undefined);
+  }
+
+  /** Never rejects: a lost notification is logged (the next announcement repeats a watch anyway). */
+  function send(topic: string, payload: unknown, sql?: Sql): Promise<void> {
+    pending++;
+    return hub.notify(topic, payload, sql).then(
+      () => undefined,
+      (err: unknown) => log.warn('message relay notification failed', { topic, err: String(err) }),
+    ).finally(() => {
+      pending--;
+    });
+  }
+
+  /** Whether another live instance watches the channel (lapsed watches are dropped on the way). */
+  function watchedElsewhere(channelId: string): boolean {
+    const nodes = remote.get(channelId);
+    if (nodes === undefined) return false;
+    const now = Date.now();
+    for (const [node, until] of nodes) if (until <= now) nodes.delete(node);
+    if (nodes.size === 0) remote.delete(channelId);
+    return nodes.size > 0;
+  }
+
+  const unsubscribe = [
+    hub.subscribe(TOPIC_WATCH, (p) => {
+      const w = p as Watch;
+      if (w?.n === self || typeof w?.n !== 'string' || !Array.isArray(w.c)) return;
+      const until = Date.now() + 3 * settings.announceMs;
+      for (const channelId of w.c) {
+        if (typeof channelId !== 'string') continue;
+        let nodes = remote.get(channelId);
+        if (w.on) {
+          if (nodes === undefined) remote.set(channelId, (nodes = new Map()));
+          nodes.set(w.n, until);
+        } else if (nodes !== undefined) {
+          nodes.delete(w.n);
+          if (nodes.size === 0) remote.delete(channelId);
+        }
+      }
+    }),
+    hub.subscribe(TOPIC_SYNC, (p) => {
+      if ((p as { n?: string })?.n !== self && local.size > 0) void announce(true, [...local.keys()]);
+    }),
+    hub.subscribe(TOPIC_STORED, (p) => {
+      const s = p as Stored;
+      if (s?.n === self || typeof s?.c !== 'string' || typeof s.w !== 'string' || !Array.isArray(s.m) || !local.has(s.c)) return;
+      deps.deliver(s.m, { workspaceId: s.w, channelId: s.c, subtopic: typeof s.s === 'string' ? s.s : null, remote: true });
+    }),
+    // Announcements may have been missed while the LISTEN connection was down: ask for them again.
+    hub.onReconnect(() => {
+      void send(TOPIC_SYNC, { n: self });
+      if (local.size > 0) void announce(true, [...local.keys()]);
+    }),
+  ];
+
+  const timer = setInterval(() => {
+    if (local.size > 0) void announce(true, [...local.keys()]);
+  }, settings.announceMs);
+  timer.unref();
+
+  return {
+    watch(channelId) {
+      const n = local.get(channelId) ?? 0;
+      local.set(channelId, n + 1);
+      if (n === 0) void announce(true, [channelId]);
+      let released = false;
+      return () => {
+        if (released) return;
+        released = true;
+        const left = (local.get(channelId) ?? 1) - 1;
+        if (left > 0) return void local.set(channelId, left);
+        local.delete(channelId);
+        if (!closed) void announce(false, [channelId]);
+      };
+    },
+    relay(messages, source) {
+      if (source.remote || closed || !watchedElsewhere(source.channelId)) return;
+      const { chunks, tooLarge } = chunkMessages(messages, RELAY_CHUNK_BYTES);
+      if (tooLarge > 0) log.warn('message too large to relay to other instances', { channelId: source.channelId, messages: tooLarge });
+      conn ??= deps.connect();
+      for (const m of chunks) {
+        if (pending >= settings.maxPending) {
+          // One line per burst: the count says how many were lost to remote subscribers.
+          if (dropped++ === 0) log.warn('message relay falling behind; dropping for remote subscribers', { pending });
+          continue;
+        }
+        if (dropped > 0) {
+          log.info('message relay caught up', { dropped });
+          dropped = 0;
+        }
+        void send(TOPIC_STORED, { n: self, w: source.workspaceId, c: source.channelId, s: source.subtopic, m } satisfies Stored, conn);
+      }
+    },
+    async start() {
+      await hub.notify(TOPIC_SYNC, { n: self });
+    },
+    async close() {
+      closed = true;
+      clearInterval(timer);
+      for (const stop of unsubscribe) stop();
+      // Withdrawn at once rather than lapsing: the others stop relaying to this instance now.
+      const withdrawn = announce(false, [...local.keys()]);
+      local.clear();
+      await withdrawn;
+      await conn?.end({ timeout: 1 });
+    },
+  };
+}

@@ -1,0 +1,175 @@
+// The message relay between instances, over an in-memory stand-in for the notify hub that behaves like
+// LISTEN/NOTIFY (every instance gets every notification, itself too, as a JSON copy; payloads must stay
+// under 8000 bytes): who relays what to whom, chunking, watches counted, withdrawn, lapsed and synced.
+// relay-service.test.ts runs two real instances on one database.
+import t, { type Test } from 'tap';
+import type { Sql } from '../../src/db/client.js';
+import { chunkMessages, createRelay, RELAY_CHUNK_BYTES, type Relay } from '../../src/messaging/relay.js';
+import type { StoredMessage, StoredSource } from '../../src/messaging/index.js';
+import { testLogger } from '../helpers/service.js';
+import { waitUntil } from '../helpers/wait.js';
+
+const WS = '6f1c9d2e-1111-4a55-9d55-000000000001';
+const CH = '6f1c9d2e-2222-4a55-9d55-000000000002';
+const OTHER = '6f1c9d2e-2222-4a55-9d55-000000000003';
+const tick = (ms = 20) => new Promise((r) => setTimeout(r, ms));
+
+function message(i: number, extra: Partial<StoredMessage> = {}): StoredMessage {
+  return {
+    channel: CH, publisher: 'dev-1', protocol: 'http', subtopic: null, name: `urn:dev:m:${i}`, unit: 'Cel', time: 1_700_000_000 + i,
+    value: i, stringValue: null, boolValue: null, dataValue: null, sum: null, ...extra,
+  };
+}
+
+type Handler = (payload: unknown) => void;
+
+/** Instances on one stand-in hub; `muted` instances' notifications are lost (a crashed or cut-off node). */
+function cluster(t: Test) {
+  const hubs = new Set<Map<string, Set<Handler>>>();
+  const sent: { from: string; topic: string; bytes: number }[] = [];
+  const muted = new Set<string>();
+  const relays: Relay[] = [];
+  t.teardown(() => Promise.all(relays.map((r) => r.close())));
+
+  function instance(name: string, announceMs = 30_000) {
+    const topics = new Map<string, Set<Handler>>();
+    hubs.add(topics);
+    const delivered: { messages: StoredMessage[]; source: StoredSource }[] = [];
+    const relay = createRelay({
+      log: testLogger(),
+      settings: { announceMs },
+      connect: () => ({ end: async () => undefined }) as unknown as Sql,
+      deliver: (messages, source) => delivered.push({ messages, source }),
+      hub: {
+        async notify(topic, payload) {
+          const text = JSON.stringify({ t: topic, p: payload });
+          if (Buffer.byteLength(text) >= 8000) throw new Error(`payload of ${Buffer.byteLength(text)} bytes: NOTIFY refuses it`);
+          sent.push({ from: name, topic, bytes: Buffer.byteLength(text) });
+          if (muted.has(name)) return;
+          for (const hub of hubs) setImmediate(() => hub.get(topic)?.forEach((h) => h(JSON.parse(text).p)));
+        },
+        subscribe(topic, handler) {
+          if (!topics.has(topic)) topics.set(topic, new Set());
+          topics.get(topic)!.add(handler);
+          return () => topics.get(topic)!.delete(handler);
+        },
+        onReconnect: () => () => undefined,
+      },
+    });
+    relays.push(relay);
+    return { relay, delivered };
+  }
+  /** Message notifications sent so far. */
+  const stored = () => sent.filter((s) => s.topic === 'messaging.stored').length;
+  return { instance, sent, muted, stored };
+}
+
+const source = (channelId = CH, subtopic: string | null = null): StoredSource => ({ workspaceId: WS, channelId, subtopic });
+
+t.test('messages reach the instance that watches their channel, and only that one', async (t) => {
+  const c = cluster(t);
+  const a = c.instance('a');
+  const b = c.instance('b');
+  const idle = c.instance('idle');
+  const unwatch = b.relay.watch(CH);
+  await tick();
+  a.relay.relay([message(1), message(2)], source(CH, 'kitchen'));
+  await waitUntil(() => b.delivered.length === 1, 1000, 'relayed');
+  t.same(b.delivered[0], { messages: [message(1), message(2)], source: { ...source(CH, 'kitchen'), remote: true } }, 'the messages as stored, marked remote');
+  t.equal(a.delivered.length, 0, 'the sender does not deliver its own relay to itself');
+  t.equal(idle.delivered.length, 0, 'an instance that watches nothing ignores it');
+
+  const before = c.stored();
+  a.relay.relay([message(3)], source(OTHER));
+  await tick();
+  t.equal(c.stored(), before, 'a channel nobody elsewhere watches is not relayed at all');
+
+  a.relay.relay([message(4)], { ...source(), remote: true });
+  await tick();
+  t.equal(c.stored(), before, 'a relayed message is not relayed again');
+
+  unwatch();
+  await tick();
+  a.relay.relay([message(5)], source());
+  await tick();
+  t.equal(c.stored(), before, 'once the watch is withdrawn, nothing more is sent');
+  t.equal(b.delivered.length, 1);
+});
+
+t.test('watches are counted per channel', async (t) => {
+  const c = cluster(t);
+  const a = c.instance('a');
+  const b = c.instance('b');
+  const first = b.relay.watch(CH);
+  const second = b.relay.watch(CH);
+  await tick();
+  first();
+  first();
+  await tick();
+  a.relay.relay([message(1)], source());
+  await waitUntil(() => b.delivered.length === 1, 1000, 'still watched by the second subscriber');
+  second();
+  await tick();
+  a.relay.relay([message(2)], source());
+  await tick();
+  t.equal(b.delivered.length, 1, 'released by both');
+});
+
+t.test('a large batch is split under the NOTIFY limit, in order; a message too large alone is left out', async (t) => {
+  const c = cluster(t);
+  const a = c.instance('a');
+  const b = c.instance('b');
+  b.relay.watch(CH);
+  await tick();
+  const many = Array.from({ length: 120 }, (_, i) => message(i));
+  a.relay.relay([...many, message(999, { value: null, dataValue: 'x'.repeat(RELAY_CHUNK_BYTES) })], source());
+  await waitUntil(() => b.delivered.flatMap((d) => d.messages).length >= 120, 1000, 'every chunk relayed');
+  await tick();
+  t.ok(b.delivered.length > 1, `${b.delivered.length} notifications`);
+  t.same(b.delivered.flatMap((d) => d.messages), many, 'all 120, in order, without the oversized one');
+  t.ok(c.sent.every((s) => s.bytes < 8000), 'every payload under the limit');
+
+  const { chunks, tooLarge } = chunkMessages(many, 1000);
+  t.equal(tooLarge, 0);
+  t.ok(chunks.every((ch) => Buffer.byteLength(JSON.stringify(ch)) <= 1000), 'chunkMessages keeps each chunk within its bound');
+  t.same(chunks.flat(), many);
+});
+
+t.test('a watch lapses when its instance stops announcing it, and a new instance learns the watches by asking', async (t) => {
+  const c = cluster(t);
+  const a = c.instance('a', 30);
+  const b = c.instance('b', 30);
+  b.relay.watch(CH);
+  await tick();
+  a.relay.relay([message(1)], source());
+  await waitUntil(() => b.delivered.length === 1, 1000, 'relayed while announced');
+
+  const late = c.instance('late', 30);
+  await late.relay.start();
+  await tick();
+  late.relay.relay([message(2)], source());
+  await waitUntil(() => b.delivered.length === 2, 1000, 'the newcomer relays after asking for the watches');
+
+  c.muted.add('b');
+  await tick(150);
+  const before = c.stored();
+  a.relay.relay([message(3)], source());
+  await tick();
+  t.equal(c.stored(), before, 'three missed announcements: b is no longer relayed to');
+});
+
+t.test('closing withdraws the instance\'s watches at once', async (t) => {
+  const c = cluster(t);
+  const a = c.instance('a');
+  const b = c.instance('b');
+  b.relay.watch(CH);
+  b.relay.watch(OTHER);
+  await tick();
+  await b.relay.close();
+  await tick();
+  const before = c.stored();
+  a.relay.relay([message(1)], source());
+  a.relay.relay([message(2)], source(OTHER));
+  await tick();
+  t.equal(c.stored(), before);
+});
