@@ -36,13 +36,16 @@ export function answerError(res: Res | Notifier, err: AppError): void {
  * An observation's last word: a refused registration, or a notification ending one. A non-2.xx response
  * carries no Observe option (RFC 7641 3.2) and no Content-Format (its payload is a diagnostic), but the
  * package's stream adds Observe to everything it writes: the options are set here and its setter is
- * stilled for this last write. Not confirmable when asked (at shutdown: nothing left to retransmit it).
+ * stilled for this last write. Confirmable as the registration was, unless asked not to be (at
+ * shutdown: nothing would be left to retransmit it).
  */
 function endObservation(res: Notifier, code: string, diagnostic?: string, maxAgeSecs?: number, confirmable?: boolean): void {
   const internals = res as unknown as NotifierInternals;
   internals._packet.options = (internals._packet.options ?? []).filter((o) => o.name !== 'Observe' && o.name !== 'Content-Format');
   if (maxAgeSecs !== undefined) res.setOption('Max-Age', maxAgeSecs);
-  if (confirmable === false && !internals._packet.ack) internals._packet.confirmable = false;
+  // A refused registration is the answer to its request (piggybacked on the ACK of a confirmable one);
+  // an observation ending is a notification of its own.
+  if (res._counter > 0) nextNotification(res, confirmable ?? res._request.confirmable === true);
   internals.setOption = () => res;
   res.statusCode = code;
   // Never empty: the stream sends nothing for an empty last write once it has notified.
@@ -52,4 +55,15 @@ function endObservation(res: Notifier, code: string, diagnostic?: string, maxAge
 /** Ends an established observation with a non-confirmable 5.03 (the service is stopping). */
 export function endObservationStopping(res: Notifier): void {
   endObservation(res, '5.03', 'service stopping', 1, false);
+}
+
+/**
+ * The message type of the next notification: confirmable or not. Set before every notification because
+ * the package, after its first response, marks those of a non-confirmable registration as ACKs (type 2,
+ * acknowledging nothing; coap 1.5), which clients matching ACKs to their own message ids drop.
+ */
+export function nextNotification(res: Notifier, confirmable: boolean): void {
+  const packet = (res as unknown as NotifierInternals)._packet;
+  packet.ack = false;
+  packet.confirmable = confirmable;
 }

@@ -6,13 +6,14 @@
 // channel's. A channel has no current state, so the registration is answered with an empty pack.
 //
 // An observation ends when its client sends GET with Observe: 1 and the same token, answers a
-// notification with RST, or stops acknowledging confirmable ones; when a periodic check finds its key or
+// notification with RST, or stops acknowledging confirmable ones (a non-confirmable observation gets
+// every CONFIRMABLE_EVERY-th notification confirmable, to find out); when a periodic check finds its key or
 // grant gone (a last 4.01 or 4.03); and at shutdown (a last 5.03, so clients register elsewhere).
 import type { DeviceIdentity } from '../auth/index.js';
 import { rateLimited, toAppError, unauthenticated, unavailable, type AppError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { refusalOf, startRevalidation, toResolvedSenml, type Messaging, type StoredMessage } from '../messaging/index.js';
-import { answer, answerError, endObservationStopping, type Notifier, type Req, type Res } from './answer.js';
+import { answer, answerError, nextNotification, endObservationStopping, type Notifier, type Req, type Res } from './answer.js';
 
 export interface ObserveSettings {
   /** Observations this instance holds at most; a registration beyond answers 5.03. */
@@ -44,6 +45,8 @@ interface Observation extends ObservedChannel {
   deviceId: string;
   /** Ends the channel watch this observation holds (messages other instances store reach it meanwhile). */
   unwatch: () => void;
+  /** Registered non-confirmable: notifications since the last confirmable one. */
+  sinceConfirmable: number | null;
 }
 
 export interface Observations {
@@ -61,6 +64,12 @@ export interface Observations {
 /** The default CoAP payload limit (coap's maxPayloadSize): a notification must fit one datagram. */
 export const NOTIFICATION_BYTES = 1024;
 const EMPTY_PACK = Buffer.from('[]');
+/**
+ * A non-confirmable observation gets every this-many-th notification confirmable: one left unacknowledged
+ * (after the retransmissions) or answered with RST ends it, so notifications do not flow on to an
+ * address nobody listens at, or that never asked (a registration from a forged source address).
+ */
+export const CONFIRMABLE_EVERY = 32;
 // The per-device cap lifts when one of the device's observations ends: a retry hint, not a ban.
 const PER_DEVICE_RETRY_SECS = 60;
 
@@ -158,7 +167,15 @@ export function createObservations(deps: ObserveDeps): Observations {
         packs = packed.packs;
       }
       if (o.res.writableEnded) continue;
-      for (const pack of packs) o.res.write(pack);
+      for (const pack of packs) {
+        let confirmable = o.sinceConfirmable === null;
+        if (!confirmable && ++o.sinceConfirmable! >= CONFIRMABLE_EVERY) {
+          o.sinceConfirmable = 0;
+          confirmable = true;
+        }
+        nextNotification(o.res, confirmable);
+        o.res.write(pack);
+      }
     }
   });
 
@@ -187,7 +204,9 @@ export function createObservations(deps: ObserveDeps): Observations {
         if (e.kind === 'INTERNAL') log.error('coap observation refused', { err });
         return answerError(res, e);
       }
-      const o: Observation = { id, res, key, deviceId: device.entityId, unwatch: () => undefined, ...target };
+      const o: Observation = {
+        id, res, key, deviceId: device.entityId, unwatch: () => undefined, sinceConfirmable: req._packet.confirmable ? null : 0, ...target,
+      };
       add(o);
       res.on('finish', () => forget(o));
       res.setOption('Content-Format', 'application/senml+json');

@@ -5,7 +5,7 @@
 import dgram from 'node:dgram';
 import { generate, parse, type ParsedPacket } from 'coap-packet';
 import t, { type Test } from 'tap';
-import { NOTIFICATION_BYTES, packsOf } from '../../src/coap/index.js';
+import { CONFIRMABLE_EVERY, NOTIFICATION_BYTES, packsOf } from '../../src/coap/index.js';
 import type { DeviceIdentity } from '../../src/auth/index.js';
 import { forbidden, notFound } from '../../src/errors.js';
 import type { StoredListener, StoredMessage } from '../../src/messaging/index.js';
@@ -185,6 +185,7 @@ t.test('a subtopic observation gets that subtopic only; a non-confirmable one ge
   store([message('urn:dev:a:t', 3)], CH, 'kitchen');
   const got = await p.next();
   t.equal(got?.confirmable, false);
+  t.equal(got?.ack, false, 'a NON message, not an ACK acknowledging nothing');
   t.match(JSON.parse(got!.payload.toString()), [{ v: 3 }]);
 });
 
@@ -222,6 +223,24 @@ t.test('a client that answers a notification with RST is no longer observing', a
   t.equal(server.observations, 0);
   store([message('urn:dev:a:t', 2)]);
   t.equal(await p.next(300), null);
+});
+
+t.test('a non-confirmable observation is checked with a confirmable notification now and then', async (t) => {
+  const { server, port, store } = await observedServer(t);
+  const p = peer(t, port);
+  await register(t, p, 9, { confirmable: false });
+  const types: boolean[] = [];
+  let last;
+  for (let i = 1; i <= CONFIRMABLE_EVERY; i++) {
+    store([message('urn:dev:a:t', i)]);
+    last = await p.next();
+    types.push(last!.confirmable);
+    t.equal(last!.ack, false, `notification ${i} is no ACK`);
+  }
+  t.same(types.map((c, i) => (c ? i + 1 : 0)).filter(Boolean), [CONFIRMABLE_EVERY], `notification ${CONFIRMABLE_EVERY} alone is confirmable`);
+  p.reset(last!);
+  await new Promise((r) => setTimeout(r, 100));
+  t.equal(server.observations, 0, 'the RST it met ended the observation');
 });
 
 t.test('the same endpoint and token again re-registers instead of adding an observation', async (t) => {
@@ -274,6 +293,7 @@ t.test('a revoked key or a withdrawn grant ends the observation with the reason'
   const last = await p.next(3000);
   t.equal(last?.code, '4.01');
   t.equal(last?.payload.toString(), 'invalid device key');
+  t.equal(last?.ack, false, 'a notification of its own, not an ACK');
   t.equal(observeValue(last!), undefined, 'a non-2.xx notification carries no Observe (RFC 7641 3.2)');
   t.equal(server.observations, 0);
 });
@@ -286,6 +306,7 @@ t.test('shutdown ends observations with a non-confirmable 5.03', async (t) => {
   const last = await p.next();
   t.equal(last?.code, '5.03');
   t.equal(last?.confirmable, false);
+  t.equal(last?.ack, false);
   t.same(option(last!, 'Max-Age'), Buffer.of(1));
   await closed;
 });
