@@ -1,5 +1,6 @@
 // Live subscriptions: a WebSocket per channel on the messaging listener, fed by uWS pub/sub from the
-// writer's post-commit fan-out. Authentication and the subscribe decision happen before the upgrade.
+// writer's post-commit fan-out (and, for a watched channel, from other instances through relay.ts).
+// Authentication and the subscribe decision happen before the upgrade.
 import { STATUS_CODES } from 'node:http';
 import type { DeviceIdentity } from '../auth/index.js';
 import { httpErrorBody, toAppError, type AppError } from '../errors.js';
