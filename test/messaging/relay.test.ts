@@ -25,7 +25,7 @@ type Handler = (payload: unknown) => void;
 
 /** Instances on one stand-in hub; `muted` instances' notifications are lost (a crashed or cut-off node). */
 function cluster(t: Test) {
-  const hubs = new Set<Map<string, Set<Handler>>>();
+  const hubs = new Set<{ topics: Map<string, Set<Handler>>; link: { down: boolean } }>();
   const sent: { from: string; topic: string; bytes: number }[] = [];
   const muted = new Set<string>();
   const relays: Relay[] = [];
@@ -33,7 +33,11 @@ function cluster(t: Test) {
 
   function instance(name: string, announceMs = 30_000) {
     const topics = new Map<string, Set<Handler>>();
-    hubs.add(topics);
+    const reconnectHandlers = new Set<() => void>();
+    /** While down, this instance's LISTEN connection is lost: nothing reaches it. */
+    const link = { down: false };
+    const hub = { topics, link };
+    hubs.add(hub);
     const delivered: { messages: StoredMessage[]; source: StoredSource }[] = [];
     const relay = createRelay({
       log: testLogger(),
@@ -46,18 +50,27 @@ function cluster(t: Test) {
           if (Buffer.byteLength(text) >= 8000) throw new Error(`payload of ${Buffer.byteLength(text)} bytes: NOTIFY refuses it`);
           sent.push({ from: name, topic, bytes: Buffer.byteLength(text) });
           if (muted.has(name)) return;
-          for (const hub of hubs) setImmediate(() => hub.get(topic)?.forEach((h) => h(JSON.parse(text).p)));
+          for (const h of hubs) {
+            if (!h.link.down) setImmediate(() => h.topics.get(topic)?.forEach((handler) => handler(JSON.parse(text).p)));
+          }
         },
         subscribe(topic, handler) {
           if (!topics.has(topic)) topics.set(topic, new Set());
           topics.get(topic)!.add(handler);
           return () => topics.get(topic)!.delete(handler);
         },
-        onReconnect: () => () => undefined,
+        onReconnect(handler) {
+          reconnectHandlers.add(handler);
+          return () => reconnectHandlers.delete(handler);
+        },
       },
     });
     relays.push(relay);
-    return { relay, delivered };
+    const reconnect = () => {
+      link.down = false;
+      reconnectHandlers.forEach((h) => h());
+    };
+    return { relay, delivered, link, reconnect };
   }
   /** Message notifications sent so far. */
   const stored = () => sent.filter((s) => s.topic === 'messaging.stored').length;
@@ -156,6 +169,23 @@ t.test('a watch lapses when its instance stops announcing it, and a new instance
   a.relay.relay([message(3)], source());
   await tick();
   t.equal(c.stored(), before, 'three missed announcements: b is no longer relayed to');
+});
+
+t.test('an instance whose LISTEN connection was lost asks for the watches it may have missed', async (t) => {
+  const c = cluster(t);
+  const a = c.instance('a');
+  const b = c.instance('b');
+  a.link.down = true;
+  b.relay.watch(CH);
+  await tick();
+  a.relay.relay([message(1)], source());
+  await tick();
+  t.equal(c.stored(), 0, 'a missed the announcement: it does not know b watches');
+  a.reconnect();
+  await tick();
+  a.relay.relay([message(2)], source());
+  await waitUntil(() => b.delivered.length === 1, 1000, 'relayed after the reconnect');
+  t.same(b.delivered[0]?.messages, [message(2)]);
 });
 
 t.test('closing withdraws the instance\'s watches at once', async (t) => {
