@@ -184,8 +184,6 @@ export function createObservations(deps: ObserveDeps): Observations {
       return byId.size;
     },
     async register(req, res, target, key) {
-      // A notification the package cannot send (the client gone) ends the stream; never an uncaught error.
-      res.on('error', (err: Error) => log.debug('coap notification failed', { err: err.message }));
       const id = endpointOf(req);
       let device: DeviceIdentity;
       try {

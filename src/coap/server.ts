@@ -76,6 +76,9 @@ export function createCoapServer(deps: CoapDeps): CoapServer {
   }
 
   const server = coap.createServer({ type: 'udp4' }, (req: Req, res: Res | Notifier) => {
+    // A response the package cannot send (too large, the socket gone) is an 'error' event on it: logged,
+    // never an uncaught exception; an observation's stream then ends, which forgets it.
+    res.on('error', (err: Error) => log.debug('coap response failed', { err: err.message }));
     const work = handle(req, res).catch((err: unknown) => {
       log.error('coap request failed', { err });
       try {

@@ -207,6 +207,10 @@ t.test('refused registrations say why, without Observe', async (t) => {
     t.equal(observeValue(reply!), undefined, `${what}: no Observe`);
     t.equal(option(reply!, 'Content-Format'), undefined, `${what}: a diagnostic, not a pack`);
   }
+  p.send({ token: Buffer.of(2), code: '0.01', confirmable: true, options: [{ name: 'Observe', value: Buffer.alloc(0) }, ...pathOptions('m', WS, 'x', CH)] });
+  const notChannel = await p.next();
+  t.equal(notChannel?.code, '4.04', 'Observe on a path that is not a channel');
+  t.equal(observeValue(notChannel!), undefined);
   t.equal(server.observations, 0, 'nothing held');
   p.send({ token: Buffer.of(1), code: '0.01', confirmable: true, options: pathOptions('m', WS, 'c', CH) });
   t.match(await p.next(), { code: '4.05' }, 'GET without Observe is not served');
