@@ -120,10 +120,9 @@ export function createRelay(deps: RelayDeps): Relay {
   }
 
   /** Whether another live instance watches the channel (lapsed watches are dropped on the way). */
-  function watchedElsewhere(channelId: string): boolean {
+  function watchedElsewhere(channelId: string, now = Date.now()): boolean {
     const nodes = remote.get(channelId);
     if (nodes === undefined) return false;
-    const now = Date.now();
     for (const [node, until] of nodes) if (until <= now) nodes.delete(node);
     if (nodes.size === 0) remote.delete(channelId);
     return nodes.size > 0;
@@ -163,6 +162,9 @@ export function createRelay(deps: RelayDeps): Relay {
 
   const timer = setInterval(() => {
     if (local.size > 0) void announce(true, [...local.keys()]);
+    // Watches of an instance that went silent, on channels nothing is published to any more.
+    const now = Date.now();
+    for (const channelId of [...remote.keys()]) watchedElsewhere(channelId, now);
   }, settings.announceMs);
   timer.unref();
 
