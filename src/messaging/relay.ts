@@ -120,9 +120,11 @@ export function createRelay(deps: RelayDeps): Relay {
   }
 
   /** Whether another live instance watches the channel (lapsed watches are dropped on the way). */
-  function watchedElsewhere(channelId: string, now = Date.now()): boolean {
+  function watchedElsewhere(channelId: string, at?: number): boolean {
     const nodes = remote.get(channelId);
+    // The publish path asks for every commit: a channel nobody elsewhere watches ends here.
     if (nodes === undefined) return false;
+    const now = at ?? Date.now();
     for (const [node, until] of nodes) if (until <= now) nodes.delete(node);
     if (nodes.size === 0) remote.delete(channelId);
     return nodes.size > 0;
