@@ -3,8 +3,8 @@
 // publish; behind a load balancer the two differ. So each instance announces the channels it has such
 // subscribers on (LISTEN/NOTIFY through the hub, announced again every announceMs and forgotten after
 // three missed announcements, so a crashed instance stops costing anything), and relays what it commits
-// on a channel another instance watches, as NOTIFY payloads on one connection of its own (one session's
-// notifications arrive in the order sent). A channel nobody elsewhere watches costs one map lookup.
+// on a channel another instance watches, gathered per event-loop turn, as NOTIFY payloads on one
+// connection of its own (one session's notifications arrive in the order sent). A channel nobody elsewhere watches costs one map lookup.
 // Best effort, like the subscriptions themselves: what is relayed while a LISTEN connection is down is
 // not replayed (the reader has every message). MQTT subscribers are not fed from here: across instances
 // they get messages through the broker's Redis emitter.
@@ -88,6 +88,24 @@ export function chunkMessages(messages: readonly StoredMessage[], maxBytes: numb
   return { chunks, tooLarge };
 }
 
+/**
+ * Consecutive messages of the same subtopic: a notification carries one source, and splitting by runs
+ * rather than grouping by subtopic keeps the channel's commit order.
+ */
+function subtopicRuns(messages: readonly StoredMessage[]): StoredMessage[][] {
+  const runs: StoredMessage[][] = [];
+  let run: StoredMessage[] = [];
+  for (const m of messages) {
+    if (run.length > 0 && (run[0] as StoredMessage).subtopic !== m.subtopic) {
+      runs.push(run);
+      run = [];
+    }
+    run.push(m);
+  }
+  if (run.length > 0) runs.push(run);
+  return runs;
+}
+
 export function createRelay(deps: RelayDeps): Relay {
   const settings = { ...DEFAULTS, ...deps.settings };
   const { hub, log } = deps;
@@ -128,6 +146,40 @@ export function createRelay(deps: RelayDeps): Relay {
     for (const [node, until] of nodes) if (until <= now) nodes.delete(node);
     if (nodes.size === 0) remote.delete(channelId);
     return nodes.size > 0;
+  }
+
+  /** Messages to relay, by channel, in commit order. */
+  const outbox = new Map<string, { workspaceId: string; messages: StoredMessage[] }>();
+  let flushing = false;
+
+  function flush(): void {
+    flushing = false;
+    const groups = [...outbox.values()];
+    outbox.clear();
+    if (closed) return;
+    conn ??= deps.connect();
+    for (const { workspaceId, messages } of groups) {
+      for (const run of subtopicRuns(messages)) sendRun(workspaceId, run);
+    }
+  }
+
+  function sendRun(workspaceId: string, messages: StoredMessage[]): void {
+    const head = messages[0] as StoredMessage;
+    const { chunks, tooLarge } = chunkMessages(messages, RELAY_CHUNK_BYTES);
+    if (tooLarge > 0) log.warn('message too large to relay to other instances', { channelId: head.channel, messages: tooLarge });
+    for (const m of chunks) {
+      if (pending >= settings.maxPending) {
+        // One line per burst: the count says how many were lost to remote subscribers.
+        if (dropped++ === 0) log.warn('message relay falling behind; dropping for remote subscribers', { pending });
+        continue;
+      }
+      if (dropped > 0) {
+        log.info('message relay caught up', { dropped });
+        dropped = 0;
+      }
+      // Sent one after another on one connection: postgres.js pipelines them, in this order.
+      void send(TOPIC_STORED, { n: self, w: workspaceId, c: head.channel, s: head.subtopic, m } satisfies Stored, conn);
+    }
   }
 
   const unsubscribe = [
@@ -187,26 +239,22 @@ export function createRelay(deps: RelayDeps): Relay {
     },
     relay(messages, source) {
       if (source.remote || closed || !watchedElsewhere(source.channelId)) return;
-      const { chunks, tooLarge } = chunkMessages(messages, RELAY_CHUNK_BYTES);
-      if (tooLarge > 0) log.warn('message too large to relay to other instances', { channelId: source.channelId, messages: tooLarge });
-      conn ??= deps.connect();
-      for (const m of chunks) {
-        if (pending >= settings.maxPending) {
-          // One line per burst: the count says how many were lost to remote subscribers.
-          if (dropped++ === 0) log.warn('message relay falling behind; dropping for remote subscribers', { pending });
-          continue;
-        }
-        if (dropped > 0) {
-          log.info('message relay caught up', { dropped });
-          dropped = 0;
-        }
-        void send(TOPIC_STORED, { n: self, w: source.workspaceId, c: source.channelId, s: source.subtopic, m } satisfies Stored, conn);
+      // Gathered until the event loop turns: a committed batch holds many publishes (one each, on a busy
+      // channel), and one notification per publish would cost the database a statement per message.
+      const group = outbox.get(source.channelId);
+      if (group === undefined) outbox.set(source.channelId, { workspaceId: source.workspaceId, messages: [...messages] });
+      else for (const m of messages) group.messages.push(m);
+      if (!flushing) {
+        flushing = true;
+        setImmediate(flush);
       }
     },
     async start() {
       await hub.notify(TOPIC_SYNC, { n: self });
     },
     async close() {
+      // What the writer's last batches left in the outbox still goes.
+      flush();
       closed = true;
       clearInterval(timer);
       for (const stop of unsubscribe) stop();

@@ -86,9 +86,10 @@ t.test('messages reach the instance that watches their channel, and only that on
   const idle = c.instance('idle');
   const unwatch = b.relay.watch(CH);
   await tick();
-  a.relay.relay([message(1), message(2)], source(CH, 'kitchen'));
+  const kitchen = [message(1, { subtopic: 'kitchen' }), message(2, { subtopic: 'kitchen' })];
+  a.relay.relay(kitchen, source(CH, 'kitchen'));
   await waitUntil(() => b.delivered.length === 1, 1000, 'relayed');
-  t.same(b.delivered[0], { messages: [message(1), message(2)], source: { ...source(CH, 'kitchen'), remote: true } }, 'the messages as stored, marked remote');
+  t.same(b.delivered[0], { messages: kitchen, source: { ...source(CH, 'kitchen'), remote: true } }, 'the messages as stored, marked remote');
   t.equal(a.delivered.length, 0, 'the sender does not deliver its own relay to itself');
   t.equal(idle.delivered.length, 0, 'an instance that watches nothing ignores it');
 
@@ -107,6 +108,22 @@ t.test('messages reach the instance that watches their channel, and only that on
   await tick();
   t.equal(c.stored(), before, 'once the watch is withdrawn, nothing more is sent');
   t.equal(b.delivered.length, 1);
+});
+
+t.test('what is committed in one turn goes in as few notifications as fit, in commit order', async (t) => {
+  const c = cluster(t);
+  const a = c.instance('a');
+  const b = c.instance('b');
+  b.relay.watch(CH);
+  await tick();
+  // Thirty one-message publishes, one on a subtopic, thirty more: as a busy channel's batch holds them.
+  const committed = Array.from({ length: 61 }, (_, i) => message(i, i === 30 ? { subtopic: 'kitchen' } : {}));
+  for (const m of committed) a.relay.relay([m], source(CH, m.subtopic));
+  await waitUntil(() => b.delivered.flatMap((d) => d.messages).length === 61, 1000, 'all relayed');
+  t.equal(c.stored(), b.delivered.length);
+  t.ok(c.stored() <= 5, `61 publishes in ${c.stored()} notifications`);
+  t.same(b.delivered.flatMap((d) => d.messages), committed, 'in commit order, across the subtopic change');
+  t.ok(b.delivered.every((d) => d.messages.every((m) => m.subtopic === d.source.subtopic)), "each notification's source names its messages' subtopic");
 });
 
 t.test('watches are counted per channel', async (t) => {
