@@ -55,8 +55,6 @@ export interface Observations {
   /** GET with Observe: 1: ends the client's observation with that token, answered as a plain GET. */
   deregister(req: Req, res: Res): void;
   readonly size: number;
-  /** A revalidation pass now (tests). */
-  revalidate(): Promise<void>;
   /** Refuses new registrations and ends every observation with 5.03. */
   close(): void;
 }
@@ -216,7 +214,6 @@ export function createObservations(deps: ObserveDeps): Observations {
       res.setOption('Content-Format', 'application/senml+json');
       answer(res, '2.05', '[]');
     },
-    revalidate: () => revalidation.run(),
     close() {
       closing = true;
       revalidation.stop();

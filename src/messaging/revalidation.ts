@@ -23,8 +23,6 @@ export interface RevalidationOptions<T> {
 }
 
 export interface Revalidation {
-  /** One pass now (tests; a pass already running is not started twice). */
-  run(): Promise<void>;
   stop(): void;
 }
 
@@ -39,6 +37,7 @@ export function refusalOf(check: Promise<unknown>, log: Logger, what: string): P
 
 /** Every intervalSecs (0: never) a pass over the open subscriptions. */
 export function startRevalidation<T>(o: RevalidationOptions<T>): Revalidation {
+  // One pass at a time: a pass slower than the interval is not started twice.
   let running = false;
   async function run(): Promise<void> {
     if (running) return;
@@ -65,5 +64,5 @@ export function startRevalidation<T>(o: RevalidationOptions<T>): Revalidation {
   }
   const timer = o.intervalSecs > 0 ? setInterval(() => void run(), o.intervalSecs * 1000) : undefined;
   timer?.unref();
-  return { run, stop: () => clearInterval(timer) };
+  return { stop: () => clearInterval(timer) };
 }
