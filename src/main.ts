@@ -38,7 +38,7 @@ import { auditGraphqlModule, createAuditReader, registerAuditRoutes } from './au
 import type { Invalidation } from './authz/types.js';
 import { createNodeRegistry, registerBrokerAdminRoutes, type NodeRegistry } from './broker/index.js';
 import { createCoapServer } from './coap/index.js';
-import { createMqttBroker, type MqttBroker } from './mqtt/index.js';
+import { createMqttBroker, registerMqttWebSocket, type MqttBroker } from './mqtt/index.js';
 
 export type ListenerName = 'http' | 'messaging' | 'reader' | 'broker_admin' | 'mqtt' | 'coap' | 'grpc';
 
@@ -208,7 +208,11 @@ export async function startService(env: Record<string, string | undefined>, opti
         redis: b.redisUrl ? { url: b.redisUrl, keyPrefix: b.redisKeyPrefix } : undefined,
       },
     }) : undefined;
-    if (mqtt) closers.push({ name: 'mqtt broker', close: () => mqtt.close(config.shutdownTimeoutSecs * 1000) });
+    if (mqtt) {
+      closers.push({ name: 'mqtt broker', close: () => mqtt.close(config.shutdownTimeoutSecs * 1000) });
+      // MQTT over WebSocket at /mqtt on the messaging listener, for clients that can only speak HTTP.
+      registerMqttWebSocket(ingest, mqtt, { maxPacketBytes: b.mqttMaxPacketBytes, log });
+    }
     const brokerAdmin = createHttpServer('broker_admin', log);
     registerBrokerAdminRoutes(brokerAdmin, {
       mqtt, registry, writerStats: () => messaging.stats(), token: b.adminToken, host: config.listeners.brokerAdmin?.host, log,

@@ -1,6 +1,7 @@
 // The MQTT broker inside the service: aedes on a net listener, hooks into auth and the messaging pipeline,
 // delivery of HTTP/CoAP messages to MQTT subscribers, live counters, periodic re-checks, graceful stop.
 import net from 'node:net';
+import type { Duplex } from 'node:stream';
 import { Aedes, type AedesPublishPacket, type Client, type PublishPacket } from 'aedes';
 import type { DeviceIdentity } from '../auth/index.js';
 import type { Authz } from '../authz/types.js';
@@ -36,8 +37,16 @@ export interface MqttSnapshot {
   sessions: { connected: number; total: number };
 }
 
+/** What the broker reads and writes a client's bytes through: a TCP socket, or a WebSocket's stream. */
+export interface MqttConnection extends Duplex {
+  readonly bytesRead: number;
+  readonly bytesWritten: number;
+}
+
 export interface MqttBroker {
   listen(host: string, port: number): Promise<number>;
+  /** A connection from another transport (MQTT over WebSocket); false once the broker stops accepting. */
+  accept(conn: MqttConnection): boolean;
   stopAccepting(): void;
   /** Waits (up to timeoutMs) for PUBLISHes being stored, then closes every client and the broker. */
   close(timeoutMs: number): Promise<void>;
@@ -144,14 +153,20 @@ export async function createMqttBroker(deps: MqttDeps): Promise<MqttBroker> {
   });
 
   let retained = { count: 0, at: 0 };
-  const server = net.createServer((socket) => {
-    socket.setNoDelay(true);
-    metrics.trackSocket(socket);
-    const client = broker.handle(socket) as Client & { _parser?: NodeJS.EventEmitter };
+  /** A client connection, over TCP or WebSocket: the same broker, hooks, limits and counters. */
+  function accept(conn: MqttConnection): void {
+    metrics.trackSocket(conn);
+    const client = broker.handle(conn as unknown as net.Socket) as Client & { _parser?: NodeJS.EventEmitter };
     hardenClient(client);
     // The parser is aedes-internal (pinned version): the only place every inbound packet passes.
     client._parser?.on('packet', (packet: { cmd: string }) => metrics.packetIn(packet));
     client._parser?.on('error', () => metrics.counters.errors.protocol++);
+  }
+  let accepting = true;
+
+  const server = net.createServer((socket) => {
+    socket.setNoDelay(true);
+    accept(socket);
   });
 
   const revalidate = config.revalidateSecs > 0 ? setInterval(() => void revalidateClients(), config.revalidateSecs * 1000) : undefined;
@@ -204,11 +219,18 @@ export async function createMqttBroker(deps: MqttDeps): Promise<MqttBroker> {
         });
       });
     },
+    accept(conn) {
+      if (!accepting || closing) return false;
+      accept(conn);
+      return true;
+    },
     stopAccepting() {
+      accepting = false;
       if (server.listening) server.close();
     },
     async close(timeoutMs) {
       closing = true;
+      accepting = false;
       if (server.listening) server.close();
       if (revalidate) clearInterval(revalidate);
       let timer: NodeJS.Timeout | undefined;

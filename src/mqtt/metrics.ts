@@ -1,6 +1,11 @@
 // MQTT counters from real broker events: packets and PUBLISHes in and out, socket bytes, connections,
 // and refusals by cause. Plain numbers bumped on the hot path; the admin API reads a snapshot.
-import type { Socket } from 'node:net';
+/** A client's connection as the counters read it: a TCP socket, or the stream of an MQTT WebSocket. */
+export interface TrackedConnection {
+  readonly bytesRead: number;
+  readonly bytesWritten: number;
+  once(event: 'close', listener: () => void): unknown;
+}
 
 export interface MqttErrors {
   /** Malformed packets, unsupported protocol versions, connections that never sent CONNECT. */
@@ -26,7 +31,7 @@ export interface MqttCounters {
 
 export interface MqttMetrics {
   readonly counters: MqttCounters;
-  trackSocket(socket: Socket): void;
+  trackSocket(socket: TrackedConnection): void;
   /** A packet parsed from a client; counts the reply the broker owes for it too. */
   packetIn(packet: { cmd: string; qos?: number }): void;
   /** A packet the broker wrote that packetIn could not foresee (CONNACK, PUBACK/PUBREC, PUBLISH). */
@@ -43,7 +48,7 @@ export function createMqttMetrics(): MqttMetrics {
     errors: { protocol: 0, auth: 0, authz: 0, packet: 0 },
   };
   // Bytes come from the sockets themselves: live ones are read at snapshot time, closed ones folded in.
-  const live = new Set<Socket>();
+  const live = new Set<TrackedConnection>();
   let closedIn = 0;
   let closedOut = 0;
   return {

@@ -28,10 +28,14 @@ export async function createDevice(ts: TestService, tenantId: string, name: stri
   return { id, key: created.key, credentialId: created.credentialId };
 }
 
-/** Connects and resolves on CONNACK; rejects with the broker's refusal. */
-export function connect(t: Teardown, port: number, options: IClientOptions = {}): Promise<MqttClient> {
+/**
+ * Connects and resolves on CONNACK; rejects with the broker's refusal. A port is the TCP listener; a URL
+ * names another transport (ws://…/mqtt).
+ */
+export function connect(t: Teardown, at: number | string, options: IClientOptions = {}): Promise<MqttClient> {
   return new Promise((resolve, reject) => {
-    const client = mqtt.connect(`mqtt://127.0.0.1:${port}`, { reconnectPeriod: 0, connectTimeout: 5000, ...options });
+    const url = typeof at === 'number' ? `mqtt://127.0.0.1:${at}` : at;
+    const client = mqtt.connect(url, { reconnectPeriod: 0, connectTimeout: 5000, ...options });
     t.teardown(() => new Promise<void>((r) => client.end(true, {}, () => r())));
     client.once('connect', () => resolve(client));
     client.once('error', (err) => {
@@ -42,8 +46,8 @@ export function connect(t: Teardown, port: number, options: IClientOptions = {})
   });
 }
 
-export function deviceClient(t: Teardown, port: number, device: Device, options: IClientOptions = {}) {
-  return connect(t, port, { username: device.id, password: device.key, ...options });
+export function deviceClient(t: Teardown, at: number | string, device: Device, options: IClientOptions = {}) {
+  return connect(t, at, { username: device.id, password: device.key, ...options });
 }
 
 /** Collects messages arriving on a client. */
