@@ -25,7 +25,7 @@ interface SocketData {
 }
 
 /** The broker's side of one MQTT WebSocket. */
-class WebSocketStream extends Duplex implements MqttConnection {
+export class WebSocketStream extends Duplex implements MqttConnection {
   bytesRead = 0;
   bytesWritten = 0;
   /** The socket is gone: nothing more may be written to it. */
