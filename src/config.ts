@@ -20,6 +20,8 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
     mqtt: r.addr('SVC_MQTT_ADDR', '0.0.0.0:1883'),
     coap: r.addr('SVC_COAP_ADDR', '0.0.0.0:5683'),
     grpc: r.addr('SVC_GRPC_ADDR', '0.0.0.0:8081'),
+    // MQTT over TLS: only with a certificate and key (below); the plaintext listener may then be off.
+    mqtts: r.optional('SVC_MQTT_TLS_CERT_PATH') === undefined ? null : r.addr('SVC_MQTTS_ADDR', '0.0.0.0:8883'),
   };
 
   // The protocol ports other brokers also take (a Mosquitto on 1883 is common on development machines):
@@ -196,6 +198,12 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
     mqttMaxPacketBytes: r.int('SVC_MQTT_MAX_PACKET_BYTES', messaging.maxMessageBytes + 4096, 1024, 268_435_460),
     mqttMaxSubscriptions: r.int('SVC_MQTT_MAX_SUBSCRIPTIONS', 100, 1, 100_000),
     // Unfinished CoAP block-wise uploads are held before anyone is authenticated: a bound on them all.
+    mqttTls: {
+      certPath: r.optional('SVC_MQTT_TLS_CERT_PATH'),
+      keyPath: r.optional('SVC_MQTT_TLS_KEY_PATH'),
+      /** Set: clients must also present a certificate this CA signed (mutual TLS), besides their key. */
+      clientCaPath: r.optional('SVC_MQTT_TLS_CLIENT_CA_PATH'),
+    },
     coapMaxBlockBytesHeld: r.int('SVC_COAP_MAX_BLOCK_BYTES_HELD', 16_777_216, 1024, 1 << 30),
     // CoAP observations (subscriptions) are held in memory per instance: bounded overall and per device.
     coapMaxObservations: r.int('SVC_COAP_MAX_OBSERVATIONS', 10_000, 1, 1_000_000),
@@ -210,6 +218,8 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
   if (broker.coapMaxBlockBytesHeld < messaging.maxMessageBytes) {
     r.problem('SVC_COAP_MAX_BLOCK_BYTES_HELD must be at least SVC_MESSAGING_MAX_MESSAGE_BYTES (each unfinished upload reserves a whole message)');
   }
+  if (!broker.mqttTls.certPath !== !broker.mqttTls.keyPath) r.problem('SVC_MQTT_TLS_CERT_PATH and SVC_MQTT_TLS_KEY_PATH must be set together');
+  if (broker.mqttTls.clientCaPath && !broker.mqttTls.certPath) r.problem('SVC_MQTT_TLS_CLIENT_CA_PATH needs SVC_MQTT_TLS_CERT_PATH and SVC_MQTT_TLS_KEY_PATH');
   if (broker.nodeStaleMs <= broker.nodeHeartbeatMs) r.problem('SVC_NODE_STALE_MS must exceed SVC_NODE_HEARTBEAT_MS');
   if (broker.redisUrl && !/^rediss?:$/.test(new URL(broker.redisUrl).protocol)) r.problem('SVC_REDIS_URL must be a redis:// or rediss:// URL');
 

@@ -39,8 +39,9 @@ import type { Invalidation } from './authz/types.js';
 import { createNodeRegistry, registerBrokerAdminRoutes, type NodeRegistry } from './broker/index.js';
 import { createCoapServer } from './coap/index.js';
 import { createMqttBroker, registerMqttWebSocket, type MqttBroker } from './mqtt/index.js';
+import { readPemFile } from './pem-files.js';
 
-export type ListenerName = 'http' | 'messaging' | 'reader' | 'broker_admin' | 'mqtt' | 'coap' | 'grpc';
+export type ListenerName = 'http' | 'messaging' | 'reader' | 'broker_admin' | 'mqtt' | 'mqtts' | 'coap' | 'grpc';
 
 export interface Service {
   config: Config;
@@ -201,7 +202,7 @@ export async function startService(env: Record<string, string | undefined>, opti
     // Broker (issue 7): node registry, MQTT broker over the same pipeline, broker admin on its own listener.
     const b = config.broker;
     const registry = createNodeRegistry({ url, sql, log, heartbeatMs: b.nodeHeartbeatMs, staleMs: b.nodeStaleMs, pruneMs: b.nodePruneSecs * 1000 });
-    const mqtt = config.listeners.mqtt ? await createMqttBroker({
+    const mqtt = config.listeners.mqtt || config.listeners.mqtts ? await createMqttBroker({
       auth, messaging, authz, log, config: {
         denyAction: b.mqttDenyAction, revalidateSecs: b.mqttRevalidateSecs, brokerId: registry.nodeId, maxPacketBytes: b.mqttMaxPacketBytes,
         maxSubscriptions: b.mqttMaxSubscriptions,
@@ -247,6 +248,16 @@ export async function startService(env: Record<string, string | undefined>, opti
     if (mqtt && config.listeners.mqtt) {
       const addr = config.listeners.mqtt;
       ports.mqtt = await bindProtocol('mqtt', 'SVC_MQTT_ADDR', addr, () => mqtt.listen(addr.host, addr.port));
+    }
+    const mqttTls = b.mqttTls;
+    if (mqtt && config.listeners.mqtts && mqttTls.certPath && mqttTls.keyPath) {
+      // Asked for by its certificate: it must bind, unlike the plaintext default that steps aside.
+      const addr = config.listeners.mqtts;
+      ports.mqtts = await mqtt.listenTls(addr.host, addr.port, {
+        cert: readPemFile(mqttTls.certPath, 'MQTT TLS certificate'), key: readPemFile(mqttTls.keyPath, 'MQTT TLS key'),
+        clientCa: mqttTls.clientCaPath ? readPemFile(mqttTls.clientCaPath, 'MQTT TLS client CA') : undefined,
+      });
+      log.info('listening', { listener: 'mqtts', host: addr.host, port: ports.mqtts });
     }
     if (config.listeners.coap) {
       const addr = config.listeners.coap;

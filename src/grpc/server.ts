@@ -1,12 +1,12 @@
 // The gRPC runtime listener (@grpc/grpc-js): loads the service definitions, hosts each domain's
 // implementation, maps AppError kinds to gRPC status codes. Authz uses it now, certificates later.
-import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { isUnexpected, toAppError, type ErrorKind } from '../errors.js';
 import type { Logger } from '../log.js';
 import { sourceDir } from '../paths.js';
+import { readPemFile } from '../pem-files.js';
 
 export const PROTO_FILE = path.join(sourceDir, 'grpc', 'proto', 'svc.proto');
 
@@ -65,13 +65,7 @@ export interface GrpcTls {
   clientCaPath?: string | undefined;
 }
 
-function read(file: string, what: string): Buffer {
-  try {
-    return readFileSync(file);
-  } catch (err) {
-    throw new Error(`gRPC ${what} ${file} cannot be read: ${(err as Error).message}`);
-  }
-}
+const read = (file: string, what: string) => readPemFile(file, `gRPC ${what}`);
 
 /** Plaintext without a certificate (as upstream without GRPC TLS settings); TLS with one; mTLS with a client CA. */
 function credentialsOf(tls: GrpcTls): grpc.ServerCredentials {

@@ -1,6 +1,7 @@
 // The MQTT broker inside the service: aedes on a net listener, hooks into auth and the messaging pipeline,
 // delivery of HTTP/CoAP messages to MQTT subscribers, live counters, periodic re-checks, graceful stop.
 import net from 'node:net';
+import tls from 'node:tls';
 import type { Duplex } from 'node:stream';
 import { Aedes, type AedesPublishPacket, type Client, type PublishPacket } from 'aedes';
 import type { DeviceIdentity } from '../auth/index.js';
@@ -43,8 +44,17 @@ export interface MqttConnection extends Duplex {
   readonly bytesWritten: number;
 }
 
+/** PEM contents of a TLS listener; with clientCa, clients must present a certificate it signed. */
+export interface MqttTlsOptions {
+  cert: Buffer;
+  key: Buffer;
+  clientCa?: Buffer | undefined;
+}
+
 export interface MqttBroker {
   listen(host: string, port: number): Promise<number>;
+  /** MQTT over TLS (mqtts): the same broker behind a TLS handshake. */
+  listenTls(host: string, port: number, tls: MqttTlsOptions): Promise<number>;
   /** A connection from another transport (MQTT over WebSocket); false once the broker stops accepting. */
   accept(conn: MqttConnection): boolean;
   stopAccepting(): void;
@@ -168,6 +178,17 @@ export async function createMqttBroker(deps: MqttDeps): Promise<MqttBroker> {
     socket.setNoDelay(true);
     accept(socket);
   });
+  let tlsServer: tls.Server | undefined;
+
+  function bind(listener: net.Server, host: string, port: number): Promise<number> {
+    return new Promise((resolve, reject) => {
+      listener.once('error', reject);
+      listener.listen(port, host, () => {
+        listener.off('error', reject);
+        resolve((listener.address() as net.AddressInfo).port);
+      });
+    });
+  }
 
   const revalidate = config.revalidateSecs > 0 ? setInterval(() => void revalidateClients(), config.revalidateSecs * 1000) : undefined;
   revalidate?.unref();
@@ -211,13 +232,19 @@ export async function createMqttBroker(deps: MqttDeps): Promise<MqttBroker> {
   return {
     shared: backend.shared,
     listen(host, port) {
-      return new Promise((resolve, reject) => {
-        server.once('error', reject);
-        server.listen(port, host, () => {
-          server.off('error', reject);
-          resolve((server.address() as net.AddressInfo).port);
-        });
+      return bind(server, host, port);
+    },
+    listenTls(host, port, options) {
+      const mutual = options.clientCa !== undefined;
+      tlsServer = tls.createServer({
+        cert: options.cert, key: options.key, ca: options.clientCa, requestCert: mutual, rejectUnauthorized: mutual, minVersion: 'TLSv1.2',
+      }, (socket) => {
+        socket.setNoDelay(true);
+        accept(socket);
       });
+      // A failed handshake (plaintext, an unknown client certificate) never reaches the broker.
+      tlsServer.on('tlsClientError', () => metrics.counters.errors.protocol++);
+      return bind(tlsServer, host, port);
     },
     accept(conn) {
       if (!accepting || closing) return false;
@@ -227,11 +254,13 @@ export async function createMqttBroker(deps: MqttDeps): Promise<MqttBroker> {
     stopAccepting() {
       accepting = false;
       if (server.listening) server.close();
+      if (tlsServer?.listening) tlsServer.close();
     },
     async close(timeoutMs) {
       closing = true;
       accepting = false;
       if (server.listening) server.close();
+      if (tlsServer?.listening) tlsServer.close();
       if (revalidate) clearInterval(revalidate);
       let timer: NodeJS.Timeout | undefined;
       const settled = await Promise.race([

@@ -1,28 +1,13 @@
 // The gRPC listener with TLS (SVC_GRPC_TLS_CERT_PATH/_KEY_PATH) and mTLS (SVC_GRPC_TLS_CLIENT_CA_PATH):
 // certificates made with openssl for this test; AuthzService.Check answers over the secured channel only.
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
+import { readFileSync } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import t from 'tap';
 import { loadServices, serviceOf } from '../../src/grpc/server.js';
 import { AUTH_ENV, adminToken } from '../helpers/auth.js';
+import { makeCertificates } from '../helpers/certificates.js';
 import { createTestDatabase } from '../helpers/database.js';
 import { startTestService } from '../helpers/service.js';
-
-function makeCertificates(): Record<'ca' | 'caKey' | 'cert' | 'key' | 'clientCert' | 'clientKey', string> {
-  const dir = mkdtempSync(path.join(tmpdir(), 'grpc-tls-'));
-  const f = (name: string) => path.join(dir, name);
-  const ssl = (...args: string[]) => execFileSync('openssl', args, { stdio: 'pipe' });
-  ssl('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', f('ca.key'), '-out', f('ca.pem'), '-subj', '/CN=test-ca', '-days', '1');
-  writeFileSync(f('san.ext'), 'subjectAltName=IP:127.0.0.1,DNS:localhost\n');
-  for (const [name, cn, ext] of [['server', '127.0.0.1', true], ['client', 'test-client', false]] as const) {
-    ssl('req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', f(`${name}.key`), '-out', f(`${name}.csr`), '-subj', `/CN=${cn}`);
-    ssl('x509', '-req', '-in', f(`${name}.csr`), '-CA', f('ca.pem'), '-CAkey', f('ca.key'), '-CAcreateserial', '-out', f(`${name}.pem`), '-days', '1', ...(ext ? ['-extfile', f('san.ext')] : []));
-  }
-  return { ca: f('ca.pem'), caKey: f('ca.key'), cert: f('server.pem'), key: f('server.key'), clientCert: f('client.pem'), clientKey: f('client.key') };
-}
 
 t.test('gRPC over TLS and mTLS', async (t) => {
   const files = makeCertificates();
