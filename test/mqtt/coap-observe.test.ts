@@ -9,7 +9,7 @@ import { CONFIRMABLE_EVERY, NOTIFICATION_BYTES, packsOf } from '../../src/coap/i
 import type { DeviceIdentity } from '../../src/auth/index.js';
 import { forbidden, notFound } from '../../src/errors.js';
 import type { StoredListener, StoredMessage } from '../../src/messaging/index.js';
-import { coapServer } from './helpers.js';
+import { coapServer, waitUntil } from './helpers.js';
 
 const WS = '6f1c9d2e-1111-4a55-9d55-000000000001';
 const CH = '6f1c9d2e-2222-4a55-9d55-000000000002';
@@ -223,8 +223,7 @@ t.test('a client that answers a notification with RST is no longer observing', a
   store([message('urn:dev:a:t', 1)]);
   const n = await p.next();
   p.reset(n!);
-  await new Promise((r) => setTimeout(r, 100));
-  t.equal(server.observations, 0);
+  await waitUntil(() => server.observations === 0, 2000, 'the RST ended the observation');
   store([message('urn:dev:a:t', 2)]);
   t.equal(await p.next(300), null);
 });
@@ -243,8 +242,7 @@ t.test('a non-confirmable observation is checked with a confirmable notification
   }
   t.same(types.map((c, i) => (c ? i + 1 : 0)).filter(Boolean), [CONFIRMABLE_EVERY], `notification ${CONFIRMABLE_EVERY} alone is confirmable`);
   p.reset(last!);
-  await new Promise((r) => setTimeout(r, 100));
-  t.equal(server.observations, 0, 'the RST it met ended the observation');
+  await waitUntil(() => server.observations === 0, 2000, 'the RST it met ended the observation');
 });
 
 t.test('the same endpoint and token again re-registers instead of adding an observation', async (t) => {

@@ -52,11 +52,15 @@ t.test('MQTT over WebSocket', async (t) => {
   });
 
   await t.test('counted with the broker\'s MQTT connections and bytes', async (t) => {
-    const stats = async () => (await (await fetch(`${ts.url('broker_admin')}/api/v1/stats`)).json()) as { by_protocol: { mqtt: { connections: { current: number }; bytes: { received: number } } } };
+    const stats = async () => (await (await fetch(`${ts.url('broker_admin')}/api/v1/stats`)).json()) as {
+      by_protocol: { mqtt: { connections: { current: number; total: number }; bytes: { received: number } } };
+    };
     const before = (await stats()).by_protocol.mqtt;
     await deviceClient(t, wsUrl, pubsub!);
     const after = (await stats()).by_protocol.mqtt;
-    t.equal(after.connections.current, before.connections.current + 1);
+    // Total rather than current: the earlier subtests' clients may still be closing on the server side.
+    t.equal(after.connections.total, before.connections.total + 1, 'the connection counted');
+    t.ok(after.connections.current >= 1);
     t.ok(after.bytes.received > before.bytes.received, 'the CONNECT counted in bytes received');
   });
 
