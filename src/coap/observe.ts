@@ -161,7 +161,9 @@ export function createObservations(deps: ObserveDeps): Observations {
       if (o.workspaceId !== source.workspaceId || (o.subtopic !== null && o.subtopic !== source.subtopic)) continue;
       if (packs === undefined) {
         const packed = packsOf(toResolvedSenml(messages), NOTIFICATION_BYTES);
-        if (packed.tooLarge > 0) log.warn('coap notification skipped: a record does not fit one datagram', { channelId: source.channelId, records: packed.tooLarge, maxBytes: NOTIFICATION_BYTES });
+        if (packed.tooLarge > 0) {
+          log.warn('coap notification skipped: a record does not fit one datagram', { channelId: source.channelId, records: packed.tooLarge, maxBytes: NOTIFICATION_BYTES });
+        }
         packs = packed.packs;
       }
       if (o.res.writableEnded) continue;

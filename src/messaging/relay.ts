@@ -4,12 +4,11 @@
 // subscribers on (LISTEN/NOTIFY through the hub, announced again every announceMs and forgotten after
 // three missed announcements, so a crashed instance stops costing anything), and relays what it commits
 // on a channel another instance watches, gathered per event-loop turn, as NOTIFY payloads on one
-// connection of its own (one session's notifications arrive in the order sent). A channel nobody elsewhere watches costs one map lookup.
-// Best effort, like the subscriptions themselves: what is relayed while a LISTEN connection is down is
-// not replayed (the reader has every message). MQTT subscribers are not fed from here: across instances
-// they get messages through the broker's Redis emitter.
+// connection of its own (one session's notifications arrive in the order sent). A channel nobody
+// elsewhere watches costs one map lookup. Best effort, like the subscriptions themselves: what is relayed
+// while a LISTEN connection is down is not replayed (the reader has every message). MQTT subscribers are
+// not fed from here: across instances they get messages through the broker's Redis emitter.
 import { randomUUID } from 'node:crypto';
-import postgres from 'postgres';
 import type { Sql } from '../db/client.js';
 import type { NotifyHub } from '../db/notify-hub.js';
 import type { Logger } from '../log.js';

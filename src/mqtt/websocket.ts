@@ -80,7 +80,9 @@ export class WebSocketStream extends Duplex implements MqttConnection {
 
 export function registerMqttWebSocket(server: HttpServer, broker: MqttBroker, opts: { maxPacketBytes: number; log: Logger }): void {
   // uWS hands a GET without the upgrade headers on to the routes: it answers 426 (RFC 9110 15.5.22).
-  server.route('GET', MQTT_WS_PATH, () => json(426, { error: 'this is an MQTT over WebSocket endpoint: upgrade with subprotocol mqtt' }, { upgrade: 'websocket' }));
+  server.route('GET', MQTT_WS_PATH, () => json(426, {
+    error: 'this is an MQTT over WebSocket endpoint: upgrade with subprotocol mqtt',
+  }, { upgrade: 'websocket' }));
   server.app.ws<SocketData>(MQTT_WS_PATH, {
     // A frame carries at most one packet's worth; the broker bounds packets itself (maximumPacketSize).
     maxPayloadLength: opts.maxPacketBytes,
