@@ -197,13 +197,13 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
     // off at their fixed header. Default: the message limit plus 4 KiB.
     mqttMaxPacketBytes: r.int('SVC_MQTT_MAX_PACKET_BYTES', messaging.maxMessageBytes + 4096, 1024, 268_435_460),
     mqttMaxSubscriptions: r.int('SVC_MQTT_MAX_SUBSCRIPTIONS', 100, 1, 100_000),
-    // Unfinished CoAP block-wise uploads are held before anyone is authenticated: a bound on them all.
     mqttTls: {
       certPath: r.optional('SVC_MQTT_TLS_CERT_PATH'),
       keyPath: r.optional('SVC_MQTT_TLS_KEY_PATH'),
       /** Set: clients must also present a certificate this CA signed (mutual TLS), besides their key. */
       clientCaPath: r.optional('SVC_MQTT_TLS_CLIENT_CA_PATH'),
     },
+    // Unfinished CoAP block-wise uploads are held before anyone is authenticated: a bound on them all.
     coapMaxBlockBytesHeld: r.int('SVC_COAP_MAX_BLOCK_BYTES_HELD', 16_777_216, 1024, 1 << 30),
     // CoAP observations (subscriptions) are held in memory per instance: bounded overall and per device.
     coapMaxObservations: r.int('SVC_COAP_MAX_OBSERVATIONS', 10_000, 1, 1_000_000),

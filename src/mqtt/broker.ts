@@ -11,7 +11,7 @@ import type { Logger } from '../log.js';
 import { toResolvedSenml, type Messaging } from '../messaging/index.js';
 import { releaseOnConnack } from './connack-first.js';
 import { createHooks, isCounted, V5_NOT_AUTHORIZED, type DenyAction } from './hooks.js';
-import { createMqttMetrics, type MqttErrors } from './metrics.js';
+import { createMqttMetrics, type MqttErrors, type TrackedConnection } from './metrics.js';
 import { createBrokerBackend } from './persistence.js';
 import { hardenBroker, hardenClient } from './prototype-keys.js';
 import { channelTopic, filterMatches, parseSubscribeFilter } from './topics.js';
@@ -39,10 +39,7 @@ export interface MqttSnapshot {
 }
 
 /** What the broker reads and writes a client's bytes through: a TCP socket, or a WebSocket's stream. */
-export interface MqttConnection extends Duplex {
-  readonly bytesRead: number;
-  readonly bytesWritten: number;
-}
+export type MqttConnection = Duplex & TrackedConnection;
 
 /** PEM contents of a TLS listener; with clientCa, clients must present a certificate it signed. */
 export interface MqttTlsOptions {

@@ -79,6 +79,16 @@ function cluster(t: Test) {
 
 const source = (channelId = CH, subtopic: string | null = null): StoredSource => ({ workspaceId: WS, channelId, subtopic });
 
+/** Two instances, b watching CH (its announcement heard). */
+async function watchedPair(t: Test) {
+  const c = cluster(t);
+  const a = c.instance('a');
+  const b = c.instance('b');
+  b.relay.watch(CH);
+  await tick();
+  return { c, a, b };
+}
+
 t.test('messages reach the instance that watches their channel, and only that one', async (t) => {
   const c = cluster(t);
   const a = c.instance('a');
@@ -111,11 +121,7 @@ t.test('messages reach the instance that watches their channel, and only that on
 });
 
 t.test('what is committed in one turn goes in as few notifications as fit, in commit order', async (t) => {
-  const c = cluster(t);
-  const a = c.instance('a');
-  const b = c.instance('b');
-  b.relay.watch(CH);
-  await tick();
+  const { c, a, b } = await watchedPair(t);
   // Thirty one-message publishes, one on a subtopic, thirty more: as a busy channel's batch holds them.
   const committed = Array.from({ length: 61 }, (_, i) => message(i, i === 30 ? { subtopic: 'kitchen' } : {}));
   for (const m of committed) a.relay.relay([m], source(CH, m.subtopic));
@@ -146,11 +152,7 @@ t.test('watches are counted per channel', async (t) => {
 });
 
 t.test('a large batch is split under the NOTIFY limit, in order; a message too large alone is left out', async (t) => {
-  const c = cluster(t);
-  const a = c.instance('a');
-  const b = c.instance('b');
-  b.relay.watch(CH);
-  await tick();
+  const { c, a, b } = await watchedPair(t);
   const many = Array.from({ length: 120 }, (_, i) => message(i));
   a.relay.relay([...many, message(999, { value: null, dataValue: 'x'.repeat(RELAY_CHUNK_BYTES) })], source());
   await waitUntil(() => b.delivered.flatMap((d) => d.messages).length >= 120, 1000, 'every chunk relayed');

@@ -7,7 +7,7 @@ import t from 'tap';
 import { loadConfig } from '../../src/config.js';
 import { insertTenant, startAuthService } from '../helpers/auth.js';
 import { makeCertificates } from '../helpers/certificates.js';
-import { connect, createChannel, createDevice, deviceClient, grantOnChannel, inbox, publish, readMessages, subscribe } from './helpers.js';
+import { connect, createChannel, createDevice, deviceClient, grantOnChannel, inbox, publish, readMessages, subscribe, waitUntil } from './helpers.js';
 
 const senml = (n: string, v: number) => JSON.stringify([{ bn: 'urn:dev:tls:', n, v }]);
 
@@ -35,7 +35,13 @@ t.test('MQTT over TLS only', async (t) => {
 
   await t.rejects(connect(t, url, { username: device.id, password: `${device.key}x`, ca }), { code: 4 }, 'the key is still checked');
   await t.rejects(connect(t, url, { username: device.id, password: device.key }), /self.signed|unable to verify|certificate/i, 'a client that does not trust the certificate');
+  const protocolErrors = async () => ((await (await fetch(`${ts.url('broker_admin')}/api/v1/stats`)).json()) as {
+    by_protocol: { mqtt: { errors: { protocol: number } } };
+  }).by_protocol.mqtt.errors.protocol;
+  const errorsBefore = await protocolErrors();
   await t.rejects(connect(t, `mqtt://127.0.0.1:${ts.service.ports.mqtts}`, { username: device.id, password: device.key, connectTimeout: 1500 }), 'plaintext on the TLS port gets no CONNACK');
+  await waitUntil(async () => (await protocolErrors()) > errorsBefore, 3000, 'the failed handshake counted');
+  t.pass('a failed handshake counts as a protocol error in the broker stats');
 });
 
 t.test('mutual TLS: a client certificate signed by the configured CA is required as well as the key', async (t) => {
