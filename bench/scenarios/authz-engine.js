@@ -4,15 +4,11 @@
 // fact from PostgreSQL), then the same policy set in @cedar-policy/cedar-wasm (pre-parsed policy set,
 // statefulIsAuthorized) and casbin (RBAC with domains), in this process, in this run.
 import { createRequire } from 'node:module';
-import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
-import postgres from 'postgres';
-import { buildWorld, casbinRules, CASBIN_MODEL, cedarEntitySlices, cedarPolicies, createBenchDatabase, seedWorld, SIZES } from '../lib/authz-dataset.js';
-import { repoRoot } from '../lib/paths.js';
+import { buildWorld, casbinRules, CASBIN_MODEL, cedarEntitySlices, cedarPolicies, SIZES } from '../lib/authz-dataset.js';
+import { createWorldDatabase, startAuthzInstance } from '../lib/authz-instance.js';
 
 const require = createRequire(import.meta.url);
 const SAMPLE = 500;
-const dist = (p) => import(pathToFileURL(join(repoRoot, 'dist', 'src', p)).href);
 
 /** Sequential calls for a window; per-call latency into the histogram; CPU of this process + PostgreSQL. */
 async function measure(ctx, label, count, call, { seconds = ctx.durationSeconds, warmup = ctx.warmupSeconds } = {}) {
@@ -45,30 +41,12 @@ async function measure(ctx, label, count, call, { seconds = ctx.durationSeconds,
 }
 
 async function startOurs(world) {
-  const db = await createBenchDatabase();
-  const { migrate } = await dist('db/migrate.js');
-  const { createNotifyHub } = await dist('db/notify-hub.js');
-  const { createAuditWriter } = await dist('audit/writer.js');
-  const { createLogger } = await dist('log.js');
-  const { createAuthz } = await dist('authz/index.js');
-  const log = createLogger('warn');
-  const sql = postgres(db.url, { max: 10, onnotice: () => {} });
-  await migrate(sql, join(repoRoot, 'sql'), log);
-  await seedWorld(sql, world);
-  const hub = createNotifyHub(db.url, sql, log);
-  await hub.start();
-  const audit = createAuditWriter(sql, { batchSize: 500, flushIntervalMs: 200, maxQueue: 50_000 }, log);
-  const authz = createAuthz({ sql, hub, audit, log, config: {
-    cacheSubjects: 50_000, cacheObjects: 200_000, cacheDecisions: 500_000, cacheMaxBytes: 256 * 1024 * 1024, cacheTtlSecs: 3600,
-    auditAllowed: 'summary', auditSummarySecs: 60,
-  } });
+  const db = await createWorldDatabase(world);
+  const instance = await startAuthzInstance(db.url);
   return {
-    authz,
+    authz: instance.authz,
     async stop() {
-      await authz.close();
-      await audit.close();
-      await hub.close();
-      await sql.end();
+      await instance.stop();
       await db.drop();
     },
   };

@@ -1,9 +1,12 @@
 // Two service instances on one database: a grant revoked through instance A is denied by instance B,
-// over B's own POST /authz/check, within 100 ms of A's invalidate returning.
+// over B's own POST /authz/check, through the invalidation NOTIFY (B's cache entries would live 60 s).
+// How soon is measured by bench/scenarios/authz-propagation.js, not asserted here: a timed assertion
+// would measure the CI machine's load.
 import t from 'tap';
 import { request } from 'undici';
 import { AUTH_ENV, adminToken } from '../helpers/auth.js';
 import { startTestService } from '../helpers/service.js';
+import { waitUntil } from '../helpers/wait.js';
 import { seedWorld, type World } from './helpers/world.js';
 
 const world: World = {
@@ -20,7 +23,7 @@ const world: World = {
   credentials: {},
 };
 
-t.test('revoke through A, B denies within 100 ms', async (t) => {
+t.test('revoke through A, B denies through NOTIFY, long before its cache would expire', async (t) => {
   const a = await startTestService(t, AUTH_ENV);
   const b = await startTestService(t, AUTH_ENV, a.db);
   const ids = await seedWorld(a.service.sql as never, world);
@@ -36,17 +39,7 @@ t.test('revoke through A, B denies within 100 ms', async (t) => {
 
   await a.service.sql`delete from direct_policies where entity_id = ${ids.dev as string}`;
   await a.service.authz.invalidate({ kind: 'subjects', entityIds: [ids.dev as string] });
-  // Poll B's engine in-process (an HTTP round trip per poll would measure the test's own latency), then
-  // confirm over B's HTTP listener.
-  const started = performance.now();
   const question = { subjectId: ids.dev as string, action: 'publish', object: { kind: 'resource' as const, id: ids.ch as string } };
-  let decision = await b.service.authz.authorize(question);
-  while (decision.allowed && performance.now() - started < 1000) {
-    await new Promise((r) => setImmediate(r));
-    decision = await b.service.authz.authorize(question);
-  }
-  const elapsed = performance.now() - started;
-  t.equal(decision.allowed, false, 'B denies');
-  t.ok(elapsed < 100, `B denied ${elapsed.toFixed(1)} ms after A's invalidate returned`);
+  await waitUntil(async () => !(await b.service.authz.authorize(question)).allowed, 5000, 'B denying');
   t.same(await checkOnB(), { allowed: false, reason: 'no matching allow policy' }, 'and so does its HTTP API');
 });
