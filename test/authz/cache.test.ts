@@ -112,6 +112,56 @@ t.test('memoised decisions, invalidation by id, races and reconnects', async (t)
   t.equal(authz.stats().objects, 0);
 });
 
+t.test('an entry evicted for room can no longer be invalidated, so what was built from it is not trusted', async (t) => {
+  // Room for one subject and one compiled policy: asking about bo evicts ann's grants and policy, while
+  // the decision memoised for ann (a larger cache) still holds them.
+  const { authz, ids, sql } = await startEngine(t, world, { cacheSubjects: 1 });
+  const annRead: AuthorizeRequest = { subjectId: ids.ann as string, action: 'read', object: { kind: 'resource', id: ids.ch as string } };
+  t.ok((await authz.authorize(annRead)).allowed);
+  await authz.authorize({ subjectId: ids.bo as string, action: 'read', object: { kind: 'resource', id: ids.ch2 as string } });
+  t.equal(authz.stats().subjects, 1);
+
+  // The block behind ann's grant loses its action; the invalidation names the block only.
+  await sql`delete from permission_block_actions where block_id = ${ids.read as string}`;
+  await authz.invalidate({ kind: 'blocks', blockIds: [ids.read as string] });
+  t.match(await authz.authorize(annRead), { allowed: false, reason: 'no matching allow policy' });
+});
+
+t.test('invalidation finds entries by what they were built from, through replacements and evictions', async (t) => {
+  const cache = createAuthzCache({ subjects: 2, objects: 10, decisions: 10, maxBytes: 1 << 24, ttlMs: 60_000 });
+  const policy = (signature: string, refs: string[]) => ({ stale: false, expiresAt: Infinity, signature, blocks: [], byAction: new Map(),
+    allActionsIndex: { exact: new Map(), scan: [] }, refs: new Set(refs) });
+  const grants = (subject: string, p: ReturnType<typeof policy>, refs: string[]) => ({ stale: false, expiresAt: Infinity, policy: p,
+    subject: { stale: false, expiresAt: Infinity, id: subject, name: subject, kind: 'device', tenantId: null, status: 'active', view: {} },
+    refs: new Set([subject, ...refs]) });
+  const shared = policy('sig-1', ['role-1', 'block-1']);
+  const first = grants('s1', shared, ['assignment-1']);
+  cache.policies.set('sig-1', shared);
+  cache.grants.set('s1', first);
+  const replacement = grants('s1', shared, ['assignment-2']);
+  cache.grants.set('s1', replacement);
+  t.ok(first.stale, 'a replaced entry is stale');
+  t.equal(cache.dropIds(['assignment-1']), 0, 'the replaced entry\'s ids no longer find anything');
+  t.equal(cache.dropIds(['assignment-2']), 1, 'the replacement is found by its own');
+  t.ok(replacement.stale);
+
+  // A shared policy named by a block takes every subject holding it along.
+  const holders = [grants('s2', shared, []), grants('s3', shared, [])];
+  for (const g of holders) cache.grants.set(g.subject.id, g);
+  t.equal(cache.dropIds(['block-1']), 3, 'the policy and both holders');
+  t.ok(shared.stale && holders.every((g) => g.stale));
+
+  // Evicted for room: stale at once, and gone from the index.
+  const evicted = grants('s4', policy('sig-2', []), ['assignment-4']);
+  cache.grants.set('s4', evicted);
+  cache.grants.set('s5', grants('s5', policy('sig-2', []), []));
+  cache.grants.set('s6', grants('s6', policy('sig-2', []), []));
+  t.ok(evicted.stale, 'the least recently used subject was evicted and marked stale');
+  t.equal(cache.dropIds(['assignment-4']), 0);
+  t.equal(cache.dropIds(['s5', 's6']), 2);
+  t.equal(cache.stats().subjects, 0);
+});
+
 t.test('another instance drops the same entries through NOTIFY, long before they would expire', async (t) => {
   const { authz: a, ids, sql, url } = await startEngine(t, world);
   // Instance B: its own pool, LISTEN connection, audit writer and caches on the same database.
