@@ -1,9 +1,9 @@
 // Device shared-key authentication for the messaging listeners (HTTP `Authorization: Client <key>`,
 // MQTT password): a bounded LRU keyed by the presented key, dropped by NOTIFY on revoke, rotation or
 // entity/tenant change on every instance.
-import { LRUCache } from 'lru-cache';
 import type { Sql } from '../db/client.js';
 import type { NotifyHub } from '../db/notify-hub.js';
+import { createIndexedLru } from '../indexed-lru.js';
 import * as cq from './credential-queries.js';
 import type { EntityKind, Principal } from './principal.js';
 import type { KeyedHash } from './secrets.js';
@@ -43,7 +43,10 @@ export function createDeviceKeys(deps: {
   sql: Sql; hub: NotifyHub; hash: () => KeyedHash; cache: { max: number; ttlSecs: number }; markUsed: (credentialId: string) => void;
 }): DeviceKeys {
   const { sql, hub } = deps;
-  const cache = new LRUCache<string, Entry>({ max: deps.cache.max, ttl: deps.cache.ttlSecs * 1000, ttlResolution: TTL_RESOLUTION_MS });
+  const { cache, drop } = createIndexedLru<Entry>({
+    max: deps.cache.max, ttl: deps.cache.ttlSecs * 1000, ttlResolution: TTL_RESOLUTION_MS,
+    refsOf: ({ identity: d }) => (d.tenantId === null ? [d.credentialId, d.entityId] : [d.credentialId, d.entityId, d.tenantId]),
+  });
   let generation = 0;
   let hits = 0;
   let misses = 0;
@@ -51,14 +54,7 @@ export function createDeviceKeys(deps: {
   function dropLocal(change: AuthInvalidation): void {
     generation++;
     if (change.all) return cache.clear();
-    const credentials = new Set(change.credentials ?? []);
-    const entities = new Set(change.entities ?? []);
-    const tenants = new Set(change.tenants ?? []);
-    if (credentials.size + entities.size + tenants.size === 0) return;
-    for (const [key, e] of cache.entries()) {
-      const d = e.identity;
-      if (credentials.has(d.credentialId) || entities.has(d.entityId) || (d.tenantId !== null && tenants.has(d.tenantId))) cache.delete(key);
-    }
+    drop([...(change.credentials ?? []), ...(change.entities ?? []), ...(change.tenants ?? [])]);
   }
 
   hub.subscribe(INVALIDATE_TOPIC, (payload) => dropLocal((payload ?? { all: true }) as AuthInvalidation));

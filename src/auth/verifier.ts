@@ -1,10 +1,10 @@
 // Bearer verification for every request: session JWTs and access tokens, with online checks (session
 // live, entity active and not deleted, tenant active) and a verified-token cache that is dropped by
 // NOTIFY on every instance, so the common path runs no SQL and a revoked token is never accepted.
-import { LRUCache } from 'lru-cache';
 import type { Sql } from '../db/client.js';
 import type { NotifyHub } from '../db/notify-hub.js';
 import { AppError } from '../errors.js';
+import { createIndexedLru } from '../indexed-lru.js';
 import type { Logger } from '../log.js';
 import * as cq from './credential-queries.js';
 import { peekKid, verifyJwt } from './jwt.js';
@@ -63,7 +63,10 @@ export function createVerifier(deps: {
   jwt: { issuer: string; audience: string }; cache: { max: number; ttlSecs: number };
 }): Verifier {
   const { sql, hub, keyring, log } = deps;
-  const cache = new LRUCache<string, Entry>({ max: deps.cache.max, ttl: deps.cache.ttlSecs * 1000, ttlAutopurge: false, ttlResolution: TTL_RESOLUTION_MS });
+  const { cache, drop } = createIndexedLru<Entry>({
+    max: deps.cache.max, ttl: deps.cache.ttlSecs * 1000, ttlAutopurge: false, ttlResolution: TTL_RESOLUTION_MS,
+    refsOf: ({ principal: p, tenants }) => [p.sessionId, p.credentialId, p.entityId, ...tenants].filter((id): id is string => id !== null),
+  });
   const used = new Map<string, number>();
   // Bumped by every invalidation: a verdict loaded while one happened is answered but not cached.
   let generation = 0;
@@ -75,17 +78,7 @@ export function createVerifier(deps: {
   function dropLocal(change: AuthInvalidation): void {
     generation++;
     if (change.all) return cache.clear();
-    const sessions = new Set(change.sessions ?? []);
-    const credentials = new Set(change.credentials ?? []);
-    const entities = new Set(change.entities ?? []);
-    const tenants = new Set(change.tenants ?? []);
-    for (const [key, e] of cache.entries()) {
-      const p = e.principal;
-      if ((p.sessionId && sessions.has(p.sessionId)) || (p.credentialId && credentials.has(p.credentialId))
-        || entities.has(p.entityId) || e.tenants.some((t) => t !== null && tenants.has(t))) {
-        cache.delete(key);
-      }
-    }
+    drop([...(change.sessions ?? []), ...(change.credentials ?? []), ...(change.entities ?? []), ...(change.tenants ?? [])]);
   }
 
   hub.subscribe(INVALIDATE_TOPIC, (payload) => dropLocal((payload ?? { all: true }) as AuthInvalidation));
