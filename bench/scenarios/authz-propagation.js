@@ -53,12 +53,18 @@ export default {
     try {
       const questions = await pickQuestions(a.authz, world);
       const saved = new Map();
+      /** Milliseconds from A's NOTIFY to B's handler; null when it never came. */
       const ping = async (i) => {
-        const arrived = new Promise((resolve) => (pinged = (p) => p === i && resolve(undefined)));
+        let timer;
+        const arrived = new Promise((resolve) => {
+          pinged = (p) => p === i && resolve(true);
+          timer = setTimeout(resolve, GIVE_UP_MS, false);
+        });
         const t0 = performance.now();
         await a.hub.notify(PING_TOPIC, i);
-        await arrived;
-        return performance.now() - t0;
+        const came = await arrived;
+        clearTimeout(timer);
+        return came ? performance.now() - t0 : null;
       };
       /** Revokes (even rounds) or restores (odd rounds) the subject's assignments; null when B never followed. */
       const flip = async (question, revoke) => {
@@ -82,7 +88,8 @@ export default {
         const pingMs = await ping(i);
         const flipMs = await flip(question, i % 2 === 0);
         if (!record) return;
-        notify.recordValue(Math.max(1, Math.round(pingMs * 1000)));
+        if (pingMs === null) errors++;
+        else notify.recordValue(Math.max(1, Math.round(pingMs * 1000)));
         if (flipMs === null) errors++;
         else {
           const us = Math.max(1, Math.round(flipMs * 1000));
@@ -103,7 +110,7 @@ export default {
       const p = (h, q) => h.getValueAtPercentile(q);
       const ratio = p(propagation, 50) / p(notify, 50);
       console.log('\nauthz-propagation: revoke/restore through A until B decides otherwise, same database, same run');
-      console.log(`  invalidation A -> B decision   p50 ${String(p(propagation, 50)).padStart(7)} µs  p99 ${String(p(propagation, 99)).padStart(7)} µs  max ${propagation.maxValue} µs  (${samples - errors} samples, ${errors} never followed)`);
+      console.log(`  invalidation A -> B decision   p50 ${String(p(propagation, 50)).padStart(7)} µs  p99 ${String(p(propagation, 99)).padStart(7)} µs  max ${propagation.maxValue} µs  (${samples} samples, ${errors} where B never followed or a NOTIFY never came)`);
       console.log(`    of which revokes              p50 ${String(p(byKind[0], 50)).padStart(7)} µs  p99 ${String(p(byKind[0], 99)).padStart(7)} µs  (B reloads a subject without bindings)`);
       console.log(`    of which restores             p50 ${String(p(byKind[1], 50)).padStart(7)} µs  p99 ${String(p(byKind[1], 99)).padStart(7)} µs  (B reloads the role's 200 blocks)`);
       console.log(`  bare NOTIFY A -> B handler     p50 ${String(p(notify, 50)).padStart(7)} µs  p99 ${String(p(notify, 99)).padStart(7)} µs  max ${notify.maxValue} µs`);
