@@ -1,7 +1,8 @@
 // An LRU cache whose entries can be dropped by the ids they were built from (an entity, a credential, a
 // tenant, a block...). An index from each id to the keys built from it is kept by lru-cache's own insert
-// and dispose hooks, so an invalidation costs what it names instead of a scan of every entry: with 10k
-// subjects cached the scan took 15 ms of main thread per grant change, on every instance.
+// and dispose hooks, so an invalidation costs what it names instead of a scan of every entry: with 6,300
+// subjects and 1,000 channels in the authorization caches the scan took 15 ms of main thread per grant
+// change, on every instance.
 import { LRUCache } from 'lru-cache';
 
 export interface IndexedLru<V extends object> {
