@@ -4,10 +4,13 @@
 // subscribers on (LISTEN/NOTIFY through the hub, announced again every announceMs and forgotten after
 // three missed announcements, so a crashed instance stops costing anything), and relays what it commits
 // on a channel another instance watches, gathered per event-loop turn, as NOTIFY payloads on one
-// connection of its own (one session's notifications arrive in the order sent). A channel nobody
-// elsewhere watches costs one map lookup. Best effort, like the subscriptions themselves: what is relayed
+// connection of its own (one session's notifications arrive in the order sent), each notification
+// saying where one publish ends and the next begins, so the receiving instance hands its subscribers the
+// publishes as they were made (an MQTT subscriber gets one PUBLISH per publish, as it would here). A
+// channel nobody elsewhere watches costs one map lookup. Best effort, like the subscriptions themselves: what is relayed
 // while a LISTEN connection is down is not replayed (the reader has every message). MQTT subscribers are
-// not fed from here: across instances they get messages through the broker's Redis emitter.
+// fed from here too when the broker has no shared backend (src/mqtt/remote-watch.ts); with Redis, its
+// emitter carries messages between the instances' brokers instead.
 import { randomUUID } from 'node:crypto';
 import type { Sql } from '../db/client.js';
 import type { NotifyHub } from '../db/notify-hub.js';
@@ -34,7 +37,7 @@ export interface RelayDeps {
 export interface Relay {
   /** This instance has a subscriber on the channel while held (counted); the release ends it. */
   watch(channelId: string): () => void;
-  /** Messages committed here: sent on when another instance watches their channel. */
+  /** One publish's messages, committed here: sent on when another instance watches their channel. */
   relay(messages: StoredMessage[], source: StoredSource): void;
   /** Asks the other instances to announce their channels (at start, and when ours may have missed some). */
   start(): Promise<void>;
@@ -61,45 +64,89 @@ interface Stored {
   c: string;
   s: string | null;
   m: StoredMessage[];
+  /** How many of m each publish holds, in order (absent: m is one publish). */
+  p?: number[];
 }
 
-/** Messages grouped so that each group's JSON stays under maxBytes; a message larger alone is counted out. */
-export function chunkMessages(messages: readonly StoredMessage[], maxBytes: number): { chunks: StoredMessage[][]; tooLarge: number } {
-  const chunks: StoredMessage[][] = [];
-  let current: StoredMessage[] = [];
-  let size = 2;
+/** Messages for one notification, and how many of them each publish holds. */
+export interface Chunk {
+  messages: StoredMessage[];
+  publishes: number[];
+}
+
+/** Bytes a publish's count may add to a notification (a chunk holds far fewer than 10,000 messages). */
+const COUNT_BYTES = 5;
+/** The two arrays' brackets. */
+const EMPTY_BYTES = 4;
+
+/**
+ * Publishes grouped so that each group's JSON (messages and counts) stays under maxBytes. A publish
+ * stays whole unless it alone exceeds the bound; a message larger than the bound alone is counted out.
+ */
+export function chunkPublishes(publishes: readonly (readonly StoredMessage[])[], maxBytes: number): { chunks: Chunk[]; tooLarge: number } {
+  const chunks: Chunk[] = [];
+  let current: Chunk = { messages: [], publishes: [] };
+  let size = EMPTY_BYTES;
   let tooLarge = 0;
-  for (const m of messages) {
-    const bytes = Buffer.byteLength(JSON.stringify(m)) + 1;
-    if (bytes + 2 > maxBytes) {
-      tooLarge++;
-      continue;
+  const close = () => {
+    if (current.messages.length > 0) chunks.push(current);
+    current = { messages: [], publishes: [] };
+    size = EMPTY_BYTES;
+  };
+  for (const publish of publishes) {
+    const sized = publish.map((m) => ({ m, bytes: Buffer.byteLength(JSON.stringify(m)) + 1 }));
+    const whole = sized.reduce((sum, x) => sum + x.bytes, COUNT_BYTES);
+    // A publish that fits in a notification of its own is not split across two.
+    if (size + whole > maxBytes && EMPTY_BYTES + whole <= maxBytes) close();
+    let counted = false;
+    for (const { m, bytes } of sized) {
+      if (EMPTY_BYTES + COUNT_BYTES + bytes > maxBytes) {
+        tooLarge++;
+        continue;
+      }
+      if (size + bytes + (counted ? 0 : COUNT_BYTES) > maxBytes) {
+        close();
+        counted = false;
+      }
+      if (counted) current.publishes[current.publishes.length - 1] = (current.publishes.at(-1) as number) + 1;
+      else {
+        current.publishes.push(1);
+        size += COUNT_BYTES;
+        counted = true;
+      }
+      current.messages.push(m);
+      size += bytes;
     }
-    if (current.length > 0 && size + bytes > maxBytes) {
-      chunks.push(current);
-      current = [];
-      size = 2;
-    }
-    current.push(m);
-    size += bytes;
   }
-  if (current.length > 0) chunks.push(current);
+  close();
   return { chunks, tooLarge };
 }
 
+/** A notification's messages split back into the publishes they came from (one publish when p is absent or wrong). */
+export function publishesOf(messages: StoredMessage[], counts: unknown): StoredMessage[][] {
+  if (!Array.isArray(counts)) return [messages];
+  const out: StoredMessage[][] = [];
+  let at = 0;
+  for (const n of counts) {
+    if (!Number.isInteger(n) || (n as number) < 1 || at + (n as number) > messages.length) return [messages];
+    out.push(messages.slice(at, (at += n as number)));
+  }
+  return at === messages.length ? out : [messages];
+}
+
 /**
- * Consecutive messages of the same subtopic: a notification carries one source, and splitting by runs
+ * Consecutive publishes of the same subtopic: a notification carries one source, and splitting by runs
  * rather than grouping by subtopic keeps the channel's commit order.
  */
-function subtopicRuns(messages: readonly StoredMessage[]): StoredMessage[][] {
-  const runs: StoredMessage[][] = [];
-  let run: StoredMessage[] = [];
-  for (const m of messages) {
-    if (run.length > 0 && (run[0] as StoredMessage).subtopic !== m.subtopic) {
+function subtopicRuns(publishes: readonly StoredMessage[][]): StoredMessage[][][] {
+  const runs: StoredMessage[][][] = [];
+  let run: StoredMessage[][] = [];
+  for (const p of publishes) {
+    if (run.length > 0 && (run[0] as StoredMessage[])[0]?.subtopic !== p[0]?.subtopic) {
       runs.push(run);
       run = [];
     }
-    run.push(m);
+    run.push(p);
   }
   if (run.length > 0) runs.push(run);
   return runs;
@@ -147,8 +194,8 @@ export function createRelay(deps: RelayDeps): Relay {
     return nodes.size > 0;
   }
 
-  /** Messages to relay, by channel, in commit order. */
-  const outbox = new Map<string, { workspaceId: string; messages: StoredMessage[] }>();
+  /** Publishes to relay, by channel, in commit order. */
+  const outbox = new Map<string, { workspaceId: string; publishes: StoredMessage[][] }>();
   let flushing = false;
 
   function flush(): void {
@@ -157,16 +204,16 @@ export function createRelay(deps: RelayDeps): Relay {
     outbox.clear();
     if (closed) return;
     conn ??= deps.connect();
-    for (const { workspaceId, messages } of groups) {
-      for (const run of subtopicRuns(messages)) sendRun(workspaceId, run);
+    for (const { workspaceId, publishes } of groups) {
+      for (const run of subtopicRuns(publishes)) sendRun(workspaceId, run);
     }
   }
 
-  function sendRun(workspaceId: string, messages: StoredMessage[]): void {
-    const head = messages[0] as StoredMessage;
-    const { chunks, tooLarge } = chunkMessages(messages, RELAY_CHUNK_BYTES);
+  function sendRun(workspaceId: string, publishes: StoredMessage[][]): void {
+    const head = (publishes[0] as StoredMessage[])[0] as StoredMessage;
+    const { chunks, tooLarge } = chunkPublishes(publishes, RELAY_CHUNK_BYTES);
     if (tooLarge > 0) log.warn('message too large to relay to other instances', { channelId: head.channel, messages: tooLarge });
-    for (const m of chunks) {
+    for (const { messages: m, publishes: p } of chunks) {
       if (pending >= settings.maxPending) {
         // One line per burst: the count says how many were lost to remote subscribers.
         if (dropped++ === 0) log.warn('message relay falling behind; dropping for remote subscribers', { pending });
@@ -177,7 +224,7 @@ export function createRelay(deps: RelayDeps): Relay {
         dropped = 0;
       }
       // Sent one after another on one connection: postgres.js pipelines them, in this order.
-      void send(TOPIC_STORED, { n: self, w: workspaceId, c: head.channel, s: head.subtopic, m } satisfies Stored, conn);
+      void send(TOPIC_STORED, { n: self, w: workspaceId, c: head.channel, s: head.subtopic, m, p } satisfies Stored, conn);
     }
   }
 
@@ -204,7 +251,8 @@ export function createRelay(deps: RelayDeps): Relay {
     hub.subscribe(TOPIC_STORED, (p) => {
       const s = p as Stored;
       if (s?.n === self || typeof s?.c !== 'string' || typeof s.w !== 'string' || !Array.isArray(s.m) || !local.has(s.c)) return;
-      deps.deliver(s.m, { workspaceId: s.w, channelId: s.c, subtopic: typeof s.s === 'string' ? s.s : null, remote: true });
+      const from: StoredSource = { workspaceId: s.w, channelId: s.c, subtopic: typeof s.s === 'string' ? s.s : null, remote: true };
+      for (const messages of publishesOf(s.m, s.p)) deps.deliver(messages, from);
     }),
     // Announcements may have been missed while the LISTEN connection was down: ask for them again.
     hub.onReconnect(() => {
@@ -241,8 +289,8 @@ export function createRelay(deps: RelayDeps): Relay {
       // Gathered until the event loop turns: a committed batch holds many publishes (one each, on a busy
       // channel), and one notification per publish would cost the database a statement per message.
       const group = outbox.get(source.channelId);
-      if (group === undefined) outbox.set(source.channelId, { workspaceId: source.workspaceId, messages: [...messages] });
-      else for (const m of messages) group.messages.push(m);
+      if (group === undefined) outbox.set(source.channelId, { workspaceId: source.workspaceId, publishes: [messages] });
+      else group.publishes.push(messages);
       if (!flushing) {
         flushing = true;
         setImmediate(flush);

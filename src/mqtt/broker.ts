@@ -1,5 +1,6 @@
 // The MQTT broker inside the service: aedes on a net listener, hooks into auth and the messaging pipeline,
-// delivery of HTTP/CoAP messages to MQTT subscribers, live counters, periodic re-checks, graceful stop.
+// delivery of HTTP/CoAP messages (and other instances' messages) to MQTT subscribers, live counters,
+// periodic re-checks, graceful stop.
 import net from 'node:net';
 import tls from 'node:tls';
 import type { Duplex } from 'node:stream';
@@ -14,6 +15,7 @@ import { createHooks, isCounted, V5_NOT_AUTHORIZED, type DenyAction } from './ho
 import { createMqttMetrics, type MqttErrors, type TrackedConnection } from './metrics.js';
 import { createBrokerBackend } from './persistence.js';
 import { hardenBroker, hardenClient } from './prototype-keys.js';
+import { watchSubscribedChannels } from './remote-watch.js';
 import { channelTopic, filterMatches, parseSubscribeFilter } from './topics.js';
 
 export interface MqttConfig {
@@ -64,7 +66,7 @@ export interface MqttBroker {
 
 export interface MqttDeps {
   auth: { authenticateDeviceKey(key: string): Promise<DeviceIdentity | null> };
-  messaging: Pick<Messaging, 'publishAsDevice' | 'authorizeSubscribe' | 'onStored'>;
+  messaging: Pick<Messaging, 'publishAsDevice' | 'authorizeSubscribe' | 'onStored' | 'watch'>;
   authz: Pick<Authz, 'decide'>;
   log: Logger;
   config: MqttConfig;
@@ -147,10 +149,13 @@ export async function createMqttBroker(deps: MqttDeps): Promise<MqttBroker> {
   }
 
   // HTTP and CoAP messages reach MQTT subscribers of their channel; MQTT ones were forwarded by aedes.
-  // Another instance's messages (relayed for its live sockets and observers) come through Redis, if at all.
+  // Another instance's messages, of any protocol, come through Redis when the broker shares it (that
+  // instance's broker published them to every instance's subscribers); without it, through the relay,
+  // which sends them here because the subscriptions are watched. One PUBLISH per publish either way.
+  const stopWatching = backend.shared ? () => undefined : watchSubscribedChannels(broker, deps.messaging.watch);
   const stopFanOut = deps.messaging.onStored((messages, source) => {
     const first = messages[0];
-    if (!first || first.protocol === 'mqtt' || source.remote || broker.closed) return;
+    if (!first || broker.closed || (source.remote === true ? backend.shared : first.protocol === 'mqtt')) return;
     broker.publish({
       cmd: 'publish', topic: channelTopic(source.workspaceId, source.channelId, source.subtopic),
       payload: Buffer.from(JSON.stringify(toResolvedSenml(messages))), qos: 1, retain: false, dup: false,
@@ -272,6 +277,7 @@ export async function createMqttBroker(deps: MqttDeps): Promise<MqttBroker> {
       stopFanOut();
       // MQTT 3.1.1 has no server DISCONNECT: closing the connection is the graceful end; persistent sessions stay.
       await new Promise<void>((resolve) => broker.close(() => resolve()));
+      stopWatching();
       await backend.close();
     },
     async snapshot() {

@@ -2,9 +2,8 @@
 // connections and publishes (MQTT, HTTP and CoAP), 405/404/503 answers, and the optional bearer token.
 import t from 'tap';
 import { insertTenant, startAuthService } from '../helpers/auth.js';
-import {
-  BROKER_ENV, coapPost, createChannel, createDevice, deviceClient, grantOnChannel, publish, subscribe,
-} from '../mqtt/helpers.js';
+import { BROKER_ENV, coapPost, deviceClient, publish, subscribe } from '../mqtt/helpers.js';
+import { grant, insertChannel, insertDevice } from '../messaging/helpers.js';
 
 const zeros = (o: unknown): boolean => (typeof o === 'number' ? o === 0 : Object.values(o as object).every(zeros));
 const keysDeep = (o: unknown): unknown => (o && typeof o === 'object' && !Array.isArray(o)
@@ -59,9 +58,9 @@ t.test('broker admin API', async (t) => {
   const ts = await startAuthService(t, BROKER_ENV);
   const admin = ts.url('broker_admin');
   const ws = await insertTenant(ts, 'admin-stats');
-  const ch = await createChannel(ts, ws, 'line');
-  const dev = await createDevice(ts, ws, 'meter');
-  await grantOnChannel(ts, ws, dev.id, ch, ['publish', 'subscribe']);
+  const ch = await insertChannel(ts, ws, 'line');
+  const dev = await insertDevice(ts, ws, 'meter');
+  await grant(ts, ws, dev.id, ch, ['publish', 'subscribe']);
   const topic = `m/${ws}/c/${ch}`;
 
   const first = await get(admin, '/api/v1/stats');

@@ -10,6 +10,7 @@ export const SENML = 'application/senml+json';
 export interface Device {
   id: string;
   key: string;
+  credentialId: string;
 }
 
 export async function insertChannel(ts: TestService, tenantId: string, name = `ch-${randomBytes(3).toString('hex')}`, kind = 'channel'): Promise<string> {
@@ -20,10 +21,10 @@ export async function insertChannel(ts: TestService, tenantId: string, name = `c
 /** A device in `tenantId` with a shared key created through GraphQL (createSharedKey). */
 export async function insertDevice(ts: TestService, tenantId: string, name = `dev-${randomBytes(3).toString('hex')}`): Promise<Device> {
   const id = await insertEntity(ts, { name, kind: 'device', tenantId });
-  const res = await gql(ts.url(), `mutation ($id: ID!) { createSharedKey(entityId: $id) { key } }`, { id }, await adminToken(ts));
-  const key = res.body.data?.createSharedKey?.key as string | undefined;
-  if (!key) throw new Error(`createSharedKey failed: ${JSON.stringify(res.body.errors)}`);
-  return { id, key };
+  const res = await gql(ts.url(), `mutation ($id: ID!) { createSharedKey(entityId: $id) { credentialId key } }`, { id }, await adminToken(ts));
+  const created = res.body.data?.createSharedKey as { key: string; credentialId: string } | undefined;
+  if (!created) throw new Error(`createSharedKey failed: ${JSON.stringify(res.body.errors)}`);
+  return { id, key: created.key, credentialId: created.credentialId };
 }
 
 /** A direct policy: one allow block on the channel object with the given actions. */

@@ -1,13 +1,13 @@
-// Two instances on one database, as behind a load balancer: a live WebSocket and a CoAP observation held
-// by instance B get the messages published through instance A, each once and in order, and B's own
-// messages once (not again through the relay); nothing is stored twice.
+// Two instances on one database, as behind a load balancer: a live WebSocket, a CoAP observation and an
+// MQTT subscription (no Redis) held by instance B get the messages published through instance A, each
+// once and in order, and B's own messages once (not again through the relay); nothing is stored twice.
 import t from 'tap';
 import { WebSocket } from 'undici';
 import { AUTH_ENV } from '../helpers/auth.js';
 import { createTestDatabase } from '../helpers/database.js';
 import { startTestService } from '../helpers/service.js';
 import { waitUntil } from '../helpers/wait.js';
-import { BROKER_ENV, coapObserve } from '../mqtt/helpers.js';
+import { BROKER_ENV, coapObserve, deviceClient, inbox, publish as mqttPublish, subscribe } from '../mqtt/helpers.js';
 import { countRows, publish, world } from './helpers.js';
 
 const record = (n: string, v: number) => [{ bn: 'urn:dev:relay:', n, u: 'Cel', v }];
@@ -55,5 +55,51 @@ t.test('live sockets and CoAP observers get the messages another instance stored
 
   const notified = observed.payloads.slice(notifiedBefore).flatMap((p) => JSON.parse(p) as { n: string; v: number }[]);
   t.same(notified.map((r) => `${r.n}=${r.v}`).sort(), names.slice().sort(), 'the CoAP observer on B got the same four');
+  t.equal(await countRows(a, w.channel), probes + 4, 'each message stored once');
+});
+
+t.test('MQTT subscribers of one instance get what the other stored, without Redis: one PUBLISH per publish, once', async (t) => {
+  const db = await createTestDatabase();
+  t.teardown(() => db.drop());
+  const a = await startTestService(t, { ...AUTH_ENV, ...BROKER_ENV }, db);
+  const b = await startTestService(t, { ...AUTH_ENV, ...BROKER_ENV }, db);
+  const w = await world(a, 'mqtt-relayed');
+  const other = await world(a, 'mqtt-elsewhere');
+  const topic = `m/${w.ws}/c/${w.channel}`;
+
+  const subscriber = await deviceClient(t, b.service.ports.mqtt!, w.publisher);
+  t.same(await subscribe(subscriber, `${topic}/#`, 1), [1]);
+  const box = inbox(subscriber);
+  // Another workspace's device on B: refused this channel, and nothing of it reaches its own.
+  const outsider = await deviceClient(t, b.service.ports.mqtt!, other.publisher);
+  t.same(await subscribe(outsider, [topic, `m/${other.ws}/c/${other.channel}`], 1), [128, 1], "another workspace's channel is refused");
+  const outsiderBox = inbox(outsider);
+
+  let probes = 0;
+  await waitUntil(async () => {
+    t.equal((await publish(a, w.ws, w.channel, w.publisher.key, record(`probe-${++probes}`, 0))).status, 202);
+    await new Promise((r) => setTimeout(r, 50));
+    return box.messages.length > 0;
+  }, 5000, "B's watch heard by A");
+  await new Promise((r) => setTimeout(r, 200));
+  const before = box.messages.length;
+
+  const twoRecords = [{ bn: 'urn:dev:relay:', n: 'pair', u: 'Cel', v: 1 }, { n: 'pair', v: 2 }];
+  t.equal((await publish(a, w.ws, w.channel, w.publisher.key, twoRecords, { subtopic: 'room' })).status, 202);
+  const mqttOnA = await deviceClient(t, a.service.ports.mqtt!, w.publisher);
+  await mqttPublish(mqttOnA, topic, JSON.stringify(record('mqtt-on-a', 3)), { qos: 1 });
+  const mqttOnB = await deviceClient(t, b.service.ports.mqtt!, w.publisher);
+  await mqttPublish(mqttOnB, topic, JSON.stringify(record('mqtt-on-b', 4)), { qos: 1 });
+  await box.waitFor(before + 3);
+  await new Promise((r) => setTimeout(r, 300));
+
+  const got = box.messages.slice(before).map((m) => ({ topic: m.topic, names: (JSON.parse(m.payload) as { n: string; v: number }[]).map((r) => `${r.n}=${r.v}`) }));
+  t.same(got.filter((g) => !g.names[0]!.includes('mqtt-on-b')), [
+    { topic: `${topic}/room`, names: ['urn:dev:relay:pair=1', 'urn:dev:relay:pair=2'] },
+    { topic, names: ['urn:dev:relay:mqtt-on-a=3'] },
+  ], "A's publishes, in order, each one PUBLISH on its topic (subtopic kept)");
+  t.equal(got.filter((g) => g.names[0]!.includes('mqtt-on-b')).length, 1, "B's own MQTT publish once, not again through the relay");
+  t.equal(got.length, 3, 'nothing else, nothing twice');
+  t.equal(outsiderBox.messages.length, 0, "the other workspace's subscriber got none of it");
   t.equal(await countRows(a, w.channel), probes + 4, 'each message stored once');
 });

@@ -4,7 +4,7 @@
 // relay-service.test.ts runs two real instances on one database.
 import t, { type Test } from 'tap';
 import type { Sql } from '../../src/db/client.js';
-import { chunkMessages, createRelay, RELAY_CHUNK_BYTES, type Relay } from '../../src/messaging/relay.js';
+import { chunkPublishes, createRelay, publishesOf, RELAY_CHUNK_BYTES, type Relay } from '../../src/messaging/relay.js';
 import type { StoredMessage, StoredSource } from '../../src/messaging/index.js';
 import { testLogger } from '../helpers/service.js';
 import { waitUntil } from '../helpers/wait.js';
@@ -126,10 +126,9 @@ t.test('what is committed in one turn goes in as few notifications as fit, in co
   const committed = Array.from({ length: 61 }, (_, i) => message(i, i === 30 ? { subtopic: 'kitchen' } : {}));
   for (const m of committed) a.relay.relay([m], source(CH, m.subtopic));
   await waitUntil(() => b.delivered.flatMap((d) => d.messages).length === 61, 1000, 'all relayed');
-  t.equal(c.stored(), b.delivered.length);
   t.ok(c.stored() <= 5, `61 publishes in ${c.stored()} notifications`);
-  t.same(b.delivered.flatMap((d) => d.messages), committed, 'in commit order, across the subtopic change');
-  t.ok(b.delivered.every((d) => d.messages.every((m) => m.subtopic === d.source.subtopic)), "each notification's source names its messages' subtopic");
+  t.same(b.delivered.map((d) => d.messages), committed.map((m) => [m]), 'delivered as the 61 publishes they were, in commit order, across the subtopic change');
+  t.ok(b.delivered.every((d) => d.messages.every((m) => m.subtopic === d.source.subtopic)), "each delivery's source names its messages' subtopic");
 });
 
 t.test('watches are counted per channel', async (t) => {
@@ -161,10 +160,34 @@ t.test('a large batch is split under the NOTIFY limit, in order; a message too l
   t.same(b.delivered.flatMap((d) => d.messages), many, 'all 120, in order, without the oversized one');
   t.ok(c.sent.every((s) => s.bytes < 8000), 'every payload under the limit');
 
-  const { chunks, tooLarge } = chunkMessages(many, 1000);
+  const { chunks, tooLarge } = chunkPublishes([many], 1000);
   t.equal(tooLarge, 0);
-  t.ok(chunks.every((ch) => Buffer.byteLength(JSON.stringify(ch)) <= 1000), 'chunkMessages keeps each chunk within its bound');
-  t.same(chunks.flat(), many);
+  t.ok(chunks.every((ch) => Buffer.byteLength(JSON.stringify(ch.messages)) + Buffer.byteLength(JSON.stringify(ch.publishes)) <= 1000), 'chunkPublishes keeps each chunk within its bound');
+  t.same(chunks.flatMap((ch) => ch.messages), many);
+  t.ok(chunks.every((ch) => ch.publishes.length === 1 && ch.publishes[0] === ch.messages.length), 'one publish, split only because it exceeds the bound');
+});
+
+t.test('publishes stay whole across notifications: a receiving instance delivers each as it was made', async (t) => {
+  const { c, a, b } = await watchedPair(t);
+  // Publishes of 1 to 12 messages, 78 in all: more than one notification holds.
+  let i = 0;
+  const publishes = Array.from({ length: 12 }, (_, k) => Array.from({ length: k + 1 }, () => message(i++)));
+  for (const p of publishes) a.relay.relay(p, source());
+  await waitUntil(() => b.delivered.flatMap((d) => d.messages).length === i, 1000, 'all relayed');
+  t.ok(c.stored() > 1, `${c.stored()} notifications`);
+  t.same(b.delivered.map((d) => d.messages), publishes, 'each publish delivered once, whole, in order');
+
+  const { chunks } = chunkPublishes(publishes, 3000);
+  t.ok(chunks.length > 2);
+  t.same(chunks.flatMap((ch) => publishesOf(ch.messages, ch.publishes)), publishes, 'no publish that fits a notification is split');
+  for (const ch of chunks) t.ok(Buffer.byteLength(JSON.stringify(ch.messages)) + Buffer.byteLength(JSON.stringify(ch.publishes)) <= 3000, 'within the bound');
+});
+
+t.test('publish counts that do not add up deliver the notification as one publish', async (t) => {
+  const m = [message(1), message(2), message(3)];
+  t.same(publishesOf(m, [1, 2]), [[message(1)], [message(2), message(3)]]);
+  t.same(publishesOf(m, undefined), [m], 'from an instance that sends no counts');
+  for (const bad of [[1, 1], [2, 2], [0, 3], [1.5, 1.5], ['3'], {}]) t.same(publishesOf(m, bad), [m], JSON.stringify(bad));
 });
 
 t.test('a watch lapses when its instance stops announcing it, and a new instance learns the watches by asking', async (t) => {

@@ -9,7 +9,8 @@ import type { Messaging, PublishInput, StoredListener, StoredMessage } from '../
 import { createMqttBroker, type MqttBroker } from '../../src/mqtt/index.js';
 import { insertTenant, startAuthService } from '../helpers/auth.js';
 import { testLogger } from '../helpers/service.js';
-import { connect, createDevice, deviceClient, inbox, publish, sleep, subscribe, waitUntil } from './helpers.js';
+import { insertDevice } from '../messaging/helpers.js';
+import { connect, deviceClient, inbox, publish, sleep, subscribe, waitUntil } from './helpers.js';
 
 const WS = '6f1c9d2e-1111-4a55-9d55-000000000001';
 const CH = '6f1c9d2e-2222-4a55-9d55-000000000002';
@@ -20,8 +21,10 @@ function scriptedPipeline() {
   const grants = new Set<string>();
   const stored: { device: string; input: PublishInput }[] = [];
   const listeners = new Set<StoredListener>();
+  /** Channels watched for other instances' messages, with their hold counts. */
+  const watched = new Map<string, number>();
   let failing = false;
-  const pipeline: Pick<Messaging, 'publishAsDevice' | 'authorizeSubscribe' | 'onStored'> = {
+  const pipeline: Pick<Messaging, 'publishAsDevice' | 'authorizeSubscribe' | 'onStored' | 'watch'> = {
     async publishAsDevice(device: DeviceIdentity, input: PublishInput) {
       if (failing) throw unavailable('database unavailable', 1);
       if (!grants.has(`${device.entityId}:${input.channelId}:publish`)) throw forbidden();
@@ -44,8 +47,24 @@ function scriptedPipeline() {
       listeners.add(listener);
       return () => listeners.delete(listener);
     },
+    watch(channelId) {
+      watched.set(channelId, (watched.get(channelId) ?? 0) + 1);
+      let held = true;
+      return () => {
+        if (!held) return;
+        held = false;
+        const left = (watched.get(channelId) ?? 1) - 1;
+        if (left > 0) watched.set(channelId, left);
+        else watched.delete(channelId);
+      };
+    },
   };
-  return { pipeline, grants, stored, listeners, fail: (on: boolean) => { failing = on; } };
+  /** Another instance's publish, as the relay delivers it here. */
+  const remote = (protocol: StoredMessage['protocol'], channelId: string, records: { n: string; v: number }[]) => {
+    const messages = records.map((r) => message(channelId, 'elsewhere', protocol, r));
+    for (const l of listeners) l(messages, { workspaceId: WS, channelId, subtopic: null, remote: true });
+  };
+  return { pipeline, grants, stored, listeners, watched, remote, fail: (on: boolean) => { failing = on; } };
 }
 
 function message(channel: string, publisher: string, protocol: StoredMessage['protocol'], r: { n: string; v: number }): StoredMessage {
@@ -55,7 +74,7 @@ function message(channel: string, publisher: string, protocol: StoredMessage['pr
 t.test('MQTT broker hooks, delivery and sessions', async (t) => {
   const ts = await startAuthService(t);
   const tenant = await insertTenant(ts, 'mqtt-fleet');
-  const [a, b, c] = await Promise.all(['dev-a', 'dev-b', 'dev-c'].map((n) => createDevice(ts, tenant, n)));
+  const [a, b, c] = await Promise.all(['dev-a', 'dev-b', 'dev-c'].map((n) => insertDevice(ts, tenant, n)));
   const script = scriptedPipeline();
   script.grants.add(`${a!.id}:${CH}:publish`).add(`${a!.id}:${CH}:subscribe`).add(`${b!.id}:${CH}:subscribe`).add(`${c!.id}:${CH}:subscribe`);
   const broker: MqttBroker = await createMqttBroker({
@@ -167,7 +186,7 @@ t.test('MQTT broker hooks, delivery and sessions', async (t) => {
   });
 
   await t.test('a resumed session keeps only what its device may still subscribe to', async (t) => {
-    const d = await createDevice(ts, tenant, 'dev-d');
+    const d = await insertDevice(ts, tenant, 'dev-d');
     script.grants.add(`${d.id}:${CH}:subscribe`);
     const clientId = `resumed-${Date.now()}`;
     const first = await deviceClient(t, port, d, { clientId, clean: false });
@@ -274,7 +293,7 @@ t.test('MQTT broker hooks, delivery and sessions', async (t) => {
 t.test('connected clients are re-checked: a withdrawn subscribe grant closes the connection', async (t) => {
   const ts = await startAuthService(t);
   const tenant = await insertTenant(ts, 'recheck-fleet');
-  const d = await createDevice(ts, tenant, 'watcher');
+  const d = await insertDevice(ts, tenant, 'watcher');
   const script = scriptedPipeline();
   script.grants.add(`${d.id}:${CH}:subscribe`);
   const broker = await createMqttBroker({
@@ -291,4 +310,87 @@ t.test('connected clients are re-checked: a withdrawn subscribe grant closes the
   script.grants.delete(`${d.id}:${CH}:subscribe`);
   await closed;
   t.pass('closed within the re-check interval');
+});
+
+t.test("without a shared backend, the channels subscriptions cover stay watched, and other instances' publishes reach them", async (t) => {
+  const ts = await startAuthService(t);
+  const tenant = await insertTenant(ts, 'watch-fleet');
+  const [d, p] = await Promise.all(['watcher', 'publisher'].map((n) => insertDevice(ts, tenant, n)));
+  const script = scriptedPipeline();
+  script.grants.add(`${d!.id}:${CH}:subscribe`).add(`${d!.id}:${OTHER}:subscribe`).add(`${p!.id}:${CH}:publish`);
+  const broker = await createMqttBroker({
+    auth: ts.service.auth, messaging: script.pipeline, authz: ts.service.authz, log: testLogger(),
+    config: { denyAction: 'ignore', revalidateSecs: 0, maxPacketBytes: 64 * 1024, maxSubscriptions: 5 },
+  });
+  t.teardown(() => broker.close(1000));
+  const port = await broker.listen('127.0.0.1', 0);
+  const topic = `m/${WS}/c/${CH}`;
+  const watches = () => Object.fromEntries(script.watched);
+  const closeClient = (c: Awaited<ReturnType<typeof deviceClient>>) => new Promise<void>((r) => c.end(false, {}, () => r()));
+
+  await t.test('a connected client: held per filter, until UNSUBSCRIBE or the connection ends', async (t) => {
+    const client = await deviceClient(t, port, d!);
+    t.same(await subscribe(client, [topic, `${topic}/#`, `m/${WS}/c/${OTHER}`], 1), [1, 1, 1]);
+    t.same(watches(), { [CH]: 2, [OTHER]: 1 });
+    t.same(await subscribe(client, topic, 0), [0], 'renewing a filter');
+    t.same(watches(), { [CH]: 2, [OTHER]: 1 }, 'still held once per filter');
+    t.same(await subscribe(client, `m/${WS}/c/6f1c9d2e-4444-4a55-9d55-000000000004`, 1), [128], 'a channel it may not subscribe to');
+    t.same(watches(), { [CH]: 2, [OTHER]: 1 }, 'a refused filter is not watched');
+    await new Promise<void>((r) => client.unsubscribe(`${topic}/#`, () => r()));
+    t.same(watches(), { [CH]: 1, [OTHER]: 1 }, 'released by UNSUBSCRIBE');
+    await closeClient(client);
+    await waitUntil(() => script.watched.size === 0, 2000, 'released when the client left');
+    t.same(watches(), {});
+  });
+
+  await t.test("another instance's publishes reach subscribers here, each as one PUBLISH, whatever their protocol", async (t) => {
+    const client = await deviceClient(t, port, d!);
+    await subscribe(client, topic, 1);
+    const box = inbox(client);
+    script.remote('http', CH, [{ n: 'h1', v: 1 }, { n: 'h2', v: 2 }]);
+    script.remote('mqtt', CH, [{ n: 'm1', v: 3 }]);
+    script.remote('coap', OTHER, [{ n: 'elsewhere', v: 4 }]);
+    const got = await box.waitFor(2);
+    await sleep(100);
+    t.same(got.map((m) => JSON.parse(m.payload).map((r: { n: string }) => r.n)), [['h1', 'h2'], ['m1']], 'in order, one PUBLISH per publish, nothing of a channel not subscribed');
+    t.ok(got.every((m) => m.topic === topic && m.qos === 1));
+
+    // A publish made here through MQTT is forwarded by aedes once, not again by the fan-out.
+    const pub = await deviceClient(t, port, p!);
+    await publish(pub, topic, JSON.stringify([{ n: 'local', v: 5 }]), { qos: 1 });
+    await sleep(100);
+    t.same(box.messages.map((m) => JSON.parse(m.payload)[0].n), ['h1', 'm1', 'local'], 'a local MQTT publish once');
+    await closeClient(client);
+    await closeClient(pub);
+  });
+
+  await t.test('a persistent session: held while it is away, and what arrives meanwhile is queued for it', async (t) => {
+    await waitUntil(() => script.watched.size === 0, 2000, 'nothing held from before');
+    const clientId = `away-${Date.now()}`;
+    const first = await deviceClient(t, port, d!, { clientId, clean: false });
+    await subscribe(first, topic, 1);
+    t.same(watches(), { [CH]: 2 }, 'the connection and the stored session');
+    await closeClient(first);
+    await waitUntil(() => script.watched.get(CH) === 1, 2000, 'the connection released it');
+    script.remote('http', CH, [{ n: 'while-away', v: 6 }]);
+    const again = await deviceClient(t, port, d!, { clientId, clean: false });
+    const box = inbox(again);
+    t.same((await box.waitFor(1)).map((m) => JSON.parse(m.payload)[0].n), ['while-away'], 'delivered on return');
+    t.same(watches(), { [CH]: 2 }, 'the restored subscription is held again');
+    await closeClient(again);
+    const discard = await deviceClient(t, port, d!, { clientId, clean: true });
+    await waitUntil(() => script.watched.size === 0, 2000, 'a clean CONNECT discards the session and its watch');
+    t.same(watches(), {});
+    await closeClient(discard);
+  });
+
+  await t.test('closing the broker releases every watch', async (t) => {
+    const clientId = `kept-${Date.now()}`;
+    const client = await deviceClient(t, port, d!, { clientId, clean: false });
+    await subscribe(client, topic, 1);
+    await closeClient(client);
+    t.same(watches(), { [CH]: 1 });
+    await broker.close(1000);
+    t.same(watches(), {});
+  });
 });

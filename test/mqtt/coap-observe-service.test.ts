@@ -4,9 +4,8 @@
 import t from 'tap';
 import { adminToken, insertTenant, startAuthService } from '../helpers/auth.js';
 import { gql } from '../helpers/service.js';
-import {
-  BROKER_ENV, coapObserve, coapPost, createChannel, createDevice, deviceClient, grantOnChannel, publish, sleep, waitUntil,
-} from './helpers.js';
+import { grant, insertChannel, insertDevice } from '../messaging/helpers.js';
+import { BROKER_ENV, coapObserve, coapPost, deviceClient, publish, sleep, waitUntil } from './helpers.js';
 
 const senml = (n: string, v: number) => JSON.stringify([{ bn: 'urn:dev:obs:', n, u: 'Cel', v }]);
 const records = (payloads: string[]) => payloads.flatMap((p) => JSON.parse(p) as { n: string; v?: number }[]);
@@ -17,15 +16,15 @@ t.test('CoAP observation through the messaging pipeline', async (t) => {
   const mqttPort = ts.service.ports.mqtt!;
   const ws = await insertTenant(ts, 'observed');
   const otherWs = await insertTenant(ts, 'elsewhere');
-  const ch = await createChannel(ts, ws, 'boiler');
-  const otherCh = await createChannel(ts, otherWs, 'their boiler');
-  const [publisher, watcher, publishOnly, revoked] = await Promise.all(['publisher', 'watcher', 'publish-only', 'revoked'].map((n) => createDevice(ts, ws, n)));
-  const foreign = await createDevice(ts, otherWs, 'foreign');
-  await grantOnChannel(ts, ws, publisher!.id, ch, ['publish']);
-  await grantOnChannel(ts, ws, watcher!.id, ch, ['subscribe']);
-  await grantOnChannel(ts, ws, publishOnly!.id, ch, ['publish']);
-  await grantOnChannel(ts, ws, revoked!.id, ch, ['subscribe']);
-  await grantOnChannel(ts, otherWs, foreign!.id, otherCh, ['publish', 'subscribe']);
+  const ch = await insertChannel(ts, ws, 'boiler');
+  const otherCh = await insertChannel(ts, otherWs, 'their boiler');
+  const [publisher, watcher, publishOnly, revoked] = await Promise.all(['publisher', 'watcher', 'publish-only', 'revoked'].map((n) => insertDevice(ts, ws, n)));
+  const foreign = await insertDevice(ts, otherWs, 'foreign');
+  await grant(ts, ws, publisher!.id, ch, ['publish']);
+  await grant(ts, ws, watcher!.id, ch, ['subscribe']);
+  await grant(ts, ws, publishOnly!.id, ch, ['publish']);
+  await grant(ts, ws, revoked!.id, ch, ['subscribe']);
+  await grant(ts, otherWs, foreign!.id, otherCh, ['publish', 'subscribe']);
   const path = `/m/${ws}/c/${ch}`;
   const httpPublish = (body: string) => fetch(`${ts.url('messaging')}/http/m/${ws}/c/${ch}`, {
     method: 'POST', headers: { authorization: `Client ${publisher!.key}`, 'content-type': 'application/senml+json' }, body,

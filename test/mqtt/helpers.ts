@@ -1,5 +1,5 @@
-// MQTT test fixtures: devices with shared keys (created through GraphQL), connected mqtt.js clients, and
-// small waiting helpers; every client is ended at teardown.
+// MQTT and CoAP client fixtures: connected mqtt.js clients (ended at teardown), CoAP requests and
+// observations, and small waiting helpers. Devices, channels and grants: ../messaging/helpers.ts.
 import coap from 'coap';
 import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
 import { createCoapServer, type CoapDeps } from '../../src/coap/index.js';
@@ -9,23 +9,6 @@ import { sleep, waitUntil } from '../helpers/wait.js';
 
 interface Teardown {
   teardown(fn: () => unknown): void;
-}
-
-const CREATE_KEY = `mutation ($id: ID!) { createSharedKey(entityId: $id) { credentialId key } }`;
-
-export interface Device {
-  id: string;
-  key: string;
-  credentialId: string;
-}
-
-/** A device entity in the tenant with a fresh shared key. */
-export async function createDevice(ts: TestService, tenantId: string, name: string): Promise<Device> {
-  const id = await insertEntity(ts, { name, kind: 'device', tenantId });
-  const res = await gql(ts.url(), CREATE_KEY, { id }, await adminToken(ts));
-  const created = res.body.data?.createSharedKey as { key: string; credentialId: string } | undefined;
-  if (!created) throw new Error(`createSharedKey failed: ${JSON.stringify(res.body.errors)}`);
-  return { id, key: created.key, credentialId: created.credentialId };
 }
 
 /**
@@ -46,7 +29,7 @@ export function connect(t: Teardown, at: number | string, options: IClientOption
   });
 }
 
-export function deviceClient(t: Teardown, at: number | string, device: Device, options: IClientOptions = {}) {
+export function deviceClient(t: Teardown, at: number | string, device: { id: string; key: string }, options: IClientOptions = {}) {
   return connect(t, at, { username: device.id, password: device.key, ...options });
 }
 
@@ -81,29 +64,6 @@ export function subscribe(client: MqttClient, topic: string | string[], qos: 0 |
     if (!codes) return reject(err ?? new Error('no SUBACK'));
     resolve(codes.map((g) => (typeof g === 'number' ? g : (g as { qos: number }).qos)));
   }));
-}
-
-/** A channel (resource of kind channel) in the tenant, created by the administrator through GraphQL. */
-export async function createChannel(ts: TestService, tenantId: string, name: string): Promise<string> {
-  const res = await gql(ts.url(), `mutation ($i: CreateResourceInput!) { createResource(input: $i) { id } }`,
-    { i: { kind: 'channel', name, tenantId } }, await adminToken(ts));
-  const id = res.body.data?.createResource?.id as string | undefined;
-  if (!id) throw new Error(`createResource failed: ${JSON.stringify(res.body.errors)}`);
-  return id;
-}
-
-/**
- * Grants actions on one channel to an entity: a permission block (scope object, resource) and a direct
- * policy written with SQL, then every decision cache dropped.
- */
-export async function grantOnChannel(ts: TestService, tenantId: string, entityId: string, channelId: string, actions: string[]) {
-  const sql = ts.service.sql;
-  const [block] = await sql<{ id: string }[]>`
-    insert into permission_blocks (tenant_id, scope_mode, object_kind, object_id, effect)
-    values (${tenantId}, 'object', 'resource', ${channelId}, 'allow') returning id`;
-  await sql`insert into permission_block_actions (block_id, action_id) select ${block!.id}, id from actions where name in ${sql(actions)}`;
-  await sql`insert into direct_policies (tenant_id, subject_kind, entity_id, block_id) values (${tenantId}, 'entity', ${entityId}, ${block!.id})`;
-  await ts.service.authz.invalidate({ kind: 'all' });
 }
 
 /** Messages of a channel through the reader listener, read with a device key. */

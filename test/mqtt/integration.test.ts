@@ -5,9 +5,8 @@ import t from 'tap';
 import { KEY_RECHECK_MS } from '../../src/mqtt/hooks.js';
 import { adminToken, insertTenant, startAuthService } from '../helpers/auth.js';
 import { gql } from '../helpers/service.js';
-import {
-  BROKER_ENV, coapPost, connect, createChannel, createDevice, deviceClient, grantOnChannel, inbox, publish, readMessages, sleep, subscribe, waitUntil,
-} from './helpers.js';
+import { grant, insertChannel, insertDevice } from '../messaging/helpers.js';
+import { BROKER_ENV, coapPost, connect, deviceClient, inbox, publish, readMessages, sleep, subscribe, waitUntil } from './helpers.js';
 
 const senml = (n: string, v: number) => JSON.stringify([{ bn: 'urn:dev:test:', n, u: 'Cel', v }]);
 
@@ -17,14 +16,14 @@ t.test('MQTT and CoAP through the messaging pipeline', async (t) => {
   const coapPort = ts.service.ports.coap!;
   const ws = await insertTenant(ts, 'plant-a');
   const otherWs = await insertTenant(ts, 'plant-b');
-  const ch = await createChannel(ts, ws, 'boiler');
-  const otherCh = await createChannel(ts, otherWs, 'other boiler');
-  const [pubsub, listener, readOnly] = await Promise.all(['sensor', 'listener', 'read-only'].map((n) => createDevice(ts, ws, n)));
-  const foreign = await createDevice(ts, otherWs, 'foreign');
-  await grantOnChannel(ts, ws, pubsub!.id, ch, ['publish', 'subscribe']);
-  await grantOnChannel(ts, ws, listener!.id, ch, ['subscribe']);
-  await grantOnChannel(ts, ws, readOnly!.id, ch, ['subscribe']);
-  await grantOnChannel(ts, otherWs, foreign!.id, otherCh, ['publish', 'subscribe']);
+  const ch = await insertChannel(ts, ws, 'boiler');
+  const otherCh = await insertChannel(ts, otherWs, 'other boiler');
+  const [pubsub, listener, readOnly] = await Promise.all(['sensor', 'listener', 'read-only'].map((n) => insertDevice(ts, ws, n)));
+  const foreign = await insertDevice(ts, otherWs, 'foreign');
+  await grant(ts, ws, pubsub!.id, ch, ['publish', 'subscribe']);
+  await grant(ts, ws, listener!.id, ch, ['subscribe']);
+  await grant(ts, ws, readOnly!.id, ch, ['subscribe']);
+  await grant(ts, otherWs, foreign!.id, otherCh, ['publish', 'subscribe']);
   const topic = `m/${ws}/c/${ch}`;
   const stored = async () => (await readMessages(ts, ws, ch, listener!.key)).total;
 
@@ -135,8 +134,8 @@ t.test('MQTT and CoAP through the messaging pipeline', async (t) => {
   });
 
   await t.test('a revoked key stops publishing on an open connection within the re-check bound', async (t) => {
-    const spare = await createDevice(ts, ws, 'spare');
-    await grantOnChannel(ts, ws, spare.id, ch, ['publish']);
+    const spare = await insertDevice(ts, ws, 'spare');
+    await grant(ts, ws, spare.id, ch, ['publish']);
     const pub = await deviceClient(t, mqttPort, spare);
     await publish(pub, topic, senml('before-revoke', 1), { qos: 1 });
     const before = await stored();

@@ -6,7 +6,8 @@
 import t from 'tap';
 import type { MqttClient } from 'mqtt';
 import { insertTenant, startAuthService } from '../helpers/auth.js';
-import { BROKER_ENV, connect, createChannel, createDevice, deviceClient, inbox, grantOnChannel, publish, readMessages, sleep, subscribe } from './helpers.js';
+import { grant, insertChannel, insertDevice } from '../messaging/helpers.js';
+import { BROKER_ENV, connect, deviceClient, inbox, publish, readMessages, sleep, subscribe } from './helpers.js';
 
 const V5 = { protocolVersion: 5 } as const;
 const senml = (n: string, v: number) => JSON.stringify([{ n, u: 'Cel', v }]);
@@ -26,14 +27,14 @@ for (const denyAction of ['ignore', 'disconnect'] as const) {
     const port = ts.service.ports.mqtt!;
     const ws = await insertTenant(ts, `v5-${denyAction}`);
     const otherWs = await insertTenant(ts, `v5-other-${denyAction}`);
-    const ch = await createChannel(ts, ws, 'line');
-    const closed = await createChannel(ts, ws, 'closed line');
-    const otherCh = await createChannel(ts, otherWs, 'elsewhere');
-    const [sensor, reader] = await Promise.all(['sensor', 'reader'].map((n) => createDevice(ts, ws, n)));
-    const foreign = await createDevice(ts, otherWs, 'foreign');
-    await grantOnChannel(ts, ws, sensor!.id, ch, ['publish', 'subscribe']);
-    await grantOnChannel(ts, ws, reader!.id, ch, ['subscribe']);
-    await grantOnChannel(ts, otherWs, foreign!.id, otherCh, ['publish', 'subscribe']);
+    const ch = await insertChannel(ts, ws, 'line');
+    const closed = await insertChannel(ts, ws, 'closed line');
+    const otherCh = await insertChannel(ts, otherWs, 'elsewhere');
+    const [sensor, reader] = await Promise.all(['sensor', 'reader'].map((n) => insertDevice(ts, ws, n)));
+    const foreign = await insertDevice(ts, otherWs, 'foreign');
+    await grant(ts, ws, sensor!.id, ch, ['publish', 'subscribe']);
+    await grant(ts, ws, reader!.id, ch, ['subscribe']);
+    await grant(ts, otherWs, foreign!.id, otherCh, ['publish', 'subscribe']);
     const topic = `m/${ws}/c/${ch}`;
     const stored = async () => (await readMessages(ts, ws, ch, reader!.key)).total;
 

@@ -3,7 +3,8 @@
 // the broker keeps serving everyone else.
 import t from 'tap';
 import { insertTenant, startAuthService } from '../helpers/auth.js';
-import { BROKER_ENV, createChannel, createDevice, deviceClient, grantOnChannel, inbox, publish, sleep, subscribe } from './helpers.js';
+import { grant, insertChannel, insertDevice } from '../messaging/helpers.js';
+import { BROKER_ENV, deviceClient, inbox, publish, sleep, subscribe } from './helpers.js';
 
 const NAMES = ['__proto__', 'constructor', 'toString', 'valueOf', 'hasOwnProperty', '__defineGetter__'];
 
@@ -11,9 +12,9 @@ t.test('prototype member names as topics and client ids', async (t) => {
   const ts = await startAuthService(t, BROKER_ENV);
   const port = ts.service.ports.mqtt!;
   const ws = await insertTenant(ts, 'proto');
-  const ch = await createChannel(ts, ws, 'line');
-  const dev = await createDevice(ts, ws, 'dev');
-  await grantOnChannel(ts, ws, dev.id, ch, ['publish', 'subscribe']);
+  const ch = await insertChannel(ts, ws, 'line');
+  const dev = await insertDevice(ts, ws, 'dev');
+  await grant(ts, ws, dev.id, ch, ['publish', 'subscribe']);
   const topic = `m/${ws}/c/${ch}`;
 
   for (const version of [4, 5] as const) {

@@ -7,7 +7,8 @@ import { Redis } from 'ioredis';
 import { AUTH_ENV, insertTenant } from '../helpers/auth.js';
 import { createTestDatabase } from '../helpers/database.js';
 import { startTestService } from '../helpers/service.js';
-import { BROKER_ENV, createChannel, createDevice, deviceClient, grantOnChannel, inbox, publish, subscribe } from './helpers.js';
+import { grant, insertChannel, insertDevice } from '../messaging/helpers.js';
+import { BROKER_ENV, deviceClient, inbox, publish, subscribe } from './helpers.js';
 
 const REDIS_URL = process.env.SVC_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 
@@ -38,9 +39,9 @@ t.test('MQTT state shared through Redis', async (t) => {
   const a = await startTestService(t, env, db);
   const b = await startTestService(t, env, db);
   const ws = await insertTenant(a, 'shared-fleet');
-  const ch = await createChannel(a, ws, 'shared');
-  const dev = await createDevice(a, ws, 'roamer');
-  await grantOnChannel(a, ws, dev.id, ch, ['publish', 'subscribe']);
+  const ch = await insertChannel(a, ws, 'shared');
+  const dev = await insertDevice(a, ws, 'roamer');
+  await grant(a, ws, dev.id, ch, ['publish', 'subscribe']);
   await b.service.authz.invalidate({ kind: 'all' });
   const topic = `m/${ws}/c/${ch}`;
   const [portA, portB] = [a.service.ports.mqtt!, b.service.ports.mqtt!];

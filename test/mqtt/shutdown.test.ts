@@ -4,15 +4,16 @@
 import t from 'tap';
 import postgres from 'postgres';
 import { insertTenant, startAuthService } from '../helpers/auth.js';
-import { BROKER_ENV, connect, createChannel, createDevice, deviceClient, grantOnChannel } from './helpers.js';
+import { grant, insertChannel, insertDevice } from '../messaging/helpers.js';
+import { BROKER_ENV, connect, deviceClient } from './helpers.js';
 
 for (const protocolVersion of [4, 5] as const) t.test(`graceful stop under MQTT ${protocolVersion === 5 ? '5' : '3.1.1'} load`, async (t) => {
   const ts = await startAuthService(t, BROKER_ENV);
   const port = ts.service.ports.mqtt!;
   const ws = await insertTenant(ts, 'stopping');
-  const ch = await createChannel(ts, ws, 'line');
-  const dev = await createDevice(ts, ws, 'busy');
-  await grantOnChannel(ts, ws, dev.id, ch, ['publish']);
+  const ch = await insertChannel(ts, ws, 'line');
+  const dev = await insertDevice(ts, ws, 'busy');
+  await grant(ts, ws, dev.id, ch, ['publish']);
   const topic = `m/${ws}/c/${ch}`;
   const clients = await Promise.all(Array.from({ length: 8 }, () => deviceClient(t, port, dev, { protocolVersion })));
   let acked = 0;

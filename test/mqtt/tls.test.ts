@@ -7,7 +7,8 @@ import t from 'tap';
 import { loadConfig } from '../../src/config.js';
 import { insertTenant, startAuthService } from '../helpers/auth.js';
 import { makeCertificates } from '../helpers/certificates.js';
-import { connect, createChannel, createDevice, deviceClient, grantOnChannel, inbox, publish, readMessages, subscribe, waitUntil } from './helpers.js';
+import { grant, insertChannel, insertDevice } from '../messaging/helpers.js';
+import { connect, deviceClient, inbox, publish, readMessages, subscribe, waitUntil } from './helpers.js';
 
 const senml = (n: string, v: number) => JSON.stringify([{ bn: 'urn:dev:tls:', n, v }]);
 
@@ -20,9 +21,9 @@ t.test('MQTT over TLS only', async (t) => {
   const url = `mqtts://127.0.0.1:${ts.service.ports.mqtts}`;
   const ca = readFileSync(files.ca);
   const ws = await insertTenant(ts, 'tls-plant');
-  const ch = await createChannel(ts, ws, 'tls channel');
-  const device = await createDevice(ts, ws, 'tls-sensor');
-  await grantOnChannel(ts, ws, device.id, ch, ['publish', 'subscribe']);
+  const ch = await insertChannel(ts, ws, 'tls channel');
+  const device = await insertDevice(ts, ws, 'tls-sensor');
+  await grant(ts, ws, device.id, ch, ['publish', 'subscribe']);
   const topic = `m/${ws}/c/${ch}`;
 
   const sub = await deviceClient(t, url, device, { ca });
@@ -53,7 +54,7 @@ t.test('mutual TLS: a client certificate signed by the configured CA is required
   const url = `mqtts://127.0.0.1:${ts.service.ports.mqtts}`;
   const ca = readFileSync(files.ca);
   const ws = await insertTenant(ts, 'mtls-plant');
-  const device = await createDevice(ts, ws, 'mtls-sensor');
+  const device = await insertDevice(ts, ws, 'mtls-sensor');
   const withCert = { ca, cert: readFileSync(files.clientCert), key: readFileSync(files.clientKey) };
   const client = await deviceClient(t, url, device, withCert);
   t.ok(client.connected, 'certificate and key: connected');

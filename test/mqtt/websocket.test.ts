@@ -4,9 +4,8 @@
 import t from 'tap';
 import { WebSocket } from 'undici';
 import { insertTenant, startAuthService } from '../helpers/auth.js';
-import {
-  BROKER_ENV, connect, createChannel, createDevice, deviceClient, grantOnChannel, inbox, publish, readMessages, sleep, subscribe, waitUntil,
-} from './helpers.js';
+import { grant, insertChannel, insertDevice } from '../messaging/helpers.js';
+import { BROKER_ENV, connect, deviceClient, inbox, publish, readMessages, sleep, subscribe, waitUntil } from './helpers.js';
 
 const senml = (n: string, v: number) => JSON.stringify([{ bn: 'urn:dev:ws:', n, u: 'Cel', v }]);
 
@@ -16,13 +15,13 @@ t.test('MQTT over WebSocket', async (t) => {
   const mqttPort = ts.service.ports.mqtt!;
   const ws = await insertTenant(ts, 'ws-plant');
   const otherWs = await insertTenant(ts, 'ws-other');
-  const ch = await createChannel(ts, ws, 'ws channel');
-  const otherCh = await createChannel(ts, otherWs, 'their channel');
-  const [pubsub, readOnly] = await Promise.all(['ws-sensor', 'ws-read-only'].map((n) => createDevice(ts, ws, n)));
-  const foreign = await createDevice(ts, otherWs, 'ws-foreign');
-  await grantOnChannel(ts, ws, pubsub!.id, ch, ['publish', 'subscribe']);
-  await grantOnChannel(ts, ws, readOnly!.id, ch, ['subscribe']);
-  await grantOnChannel(ts, otherWs, foreign!.id, otherCh, ['publish', 'subscribe']);
+  const ch = await insertChannel(ts, ws, 'ws channel');
+  const otherCh = await insertChannel(ts, otherWs, 'their channel');
+  const [pubsub, readOnly] = await Promise.all(['ws-sensor', 'ws-read-only'].map((n) => insertDevice(ts, ws, n)));
+  const foreign = await insertDevice(ts, otherWs, 'ws-foreign');
+  await grant(ts, ws, pubsub!.id, ch, ['publish', 'subscribe']);
+  await grant(ts, ws, readOnly!.id, ch, ['subscribe']);
+  await grant(ts, otherWs, foreign!.id, otherCh, ['publish', 'subscribe']);
   const topic = `m/${ws}/c/${ch}`;
 
   await t.test('publish over WebSocket: stored with protocol mqtt, delivered to TCP and WebSocket subscribers', async (t) => {
