@@ -1,4 +1,4 @@
-// SenML under hostile input, from a seeded generator (the seed is printed; SENML_FUZZ_SEED replays a run):
+// SenML under hostile input, from a seeded generator (the seed is printed; FUZZ_SEED replays a run):
 // packs of random records whose fields get values of every JSON type and of the edges of each (huge and
 // tiny numbers, names at and past their limits, NUL, lone surrogates, must-understand labels), and
 // random byte strings. Every input is either resolved into messages that hold the parser's promises or
@@ -10,36 +10,21 @@ import { isAppError } from '../../src/errors.js';
 import { parseSenml, toResolvedSenml } from '../../src/messaging/senml.js';
 import type { StoredMessage } from '../../src/messaging/index.js';
 import { AUTH_ENV } from '../helpers/auth.js';
+import { FUZZ_SEED, generator, type Generator } from '../helpers/fuzz.js';
 import { startTestService } from '../helpers/service.js';
 import { countRows, publish, world } from './helpers.js';
 
-const SEED = Number(process.env.SENML_FUZZ_SEED ?? Date.now() % 1_000_000);
 const NOW = 1_800_000_000;
 const RELATIVE_TIME_LIMIT = 2 ** 28;
 const ctx = { channel: 'c', publisher: 'p', protocol: 'http' as const, subtopic: null };
 const limits = { maxRecords: 8 };
-
-/** mulberry32: small, fast, good enough to spread inputs, and replayable from one number. */
-function generator(seed: number) {
-  let a = seed >>> 0;
-  const next = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = Math.imul(a ^ (a >>> 15), 1 | a);
-    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x;
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-  const int = (n: number) => Math.floor(next() * n);
-  const pick = <T>(items: readonly T[]): T => items[int(items.length)] as T;
-  return { next, int, pick };
-}
-type Gen = ReturnType<typeof generator>;
 
 const NAME_PARTS = ['urn:dev:ow:10e2073a01080063:', 'temp', 'a', '9', '-x', '_', '.', '/', ':', 'é', ' ', '', 'Zz'];
 const UNITS = ['Cel', '%RH', 'm/s2', 'lon', '', ' ', 'k Pa', 'µs', '\u0007', 'x'.repeat(64), 'x'.repeat(65)];
 const NUMBERS = [0, -0, 1, -1, 0.5, 1e-320, 1.7976931348623157e308, -1.7976931348623157e308, 2 ** 53, RELATIVE_TIME_LIMIT,
   RELATIVE_TIME_LIMIT - 1, 1.32e9, -1.32e9, NOW, 3.5, -273.15];
 
-function text(g: Gen): string {
+function text(g: Generator): string {
   switch (g.int(8)) {
     case 0: return '';
     case 1: return 'n\u0000ul';
@@ -50,7 +35,7 @@ function text(g: Gen): string {
   }
 }
 
-function anyValue(g: Gen, depth = 0): unknown {
+function anyValue(g: Generator, depth = 0): unknown {
   switch (g.int(depth > 1 ? 6 : 8)) {
     case 0: return g.pick(NUMBERS);
     case 1: return (g.next() - 0.5) * 10 ** g.int(12);
@@ -64,7 +49,7 @@ function anyValue(g: Gen, depth = 0): unknown {
 }
 
 /** A field's value: usually of the type the field wants (so packs get past the first check), else anything. */
-function fieldValue(g: Gen, field: string): unknown {
+function fieldValue(g: Generator, field: string): unknown {
   if (g.next() < 0.2) return anyValue(g);
   switch (field) {
     case 'bn': case 'n': return Array.from({ length: 1 + g.int(3) }, () => g.pick(NAME_PARTS)).join('');
@@ -87,7 +72,7 @@ function set(record: Record<string, unknown>, field: string, value: unknown): vo
 }
 
 /** A record RFC 8428 accepts: a name (or a base name before it), one value or a sum, maybe bases and a time. */
-function validRecord(g: Gen): Record<string, unknown> {
+function validRecord(g: Generator): Record<string, unknown> {
   const r: Record<string, unknown> = {};
   if (g.next() < 0.3) r.bn = g.pick(VALID_NAMES);
   if (g.next() < 0.2) r.bt = g.pick([1.32e9, NOW, 0, -5, RELATIVE_TIME_LIMIT]);
@@ -106,7 +91,7 @@ function validRecord(g: Gen): Record<string, unknown> {
 }
 
 /** Mostly valid packs, then zero to three mutations: a field set to anything, a field removed, a record replaced. */
-function randomPack(g: Gen): unknown {
+function randomPack(g: Generator): unknown {
   if (g.next() < 0.02) return anyValue(g);
   const pack: unknown[] = Array.from({ length: g.int(limits.maxRecords + 2) }, () => validRecord(g));
   for (let k = g.next() < 0.4 ? 0 : 1 + g.int(3); k > 0 && pack.length > 0; k--) {
@@ -124,7 +109,7 @@ function randomPack(g: Gen): unknown {
 }
 
 /** A pack as text: usually its JSON, sometimes cut short or with a byte flipped. */
-function payloadOf(g: Gen, pack: unknown): string {
+function payloadOf(g: Generator, pack: unknown): string {
   const json = JSON.stringify(pack) ?? 'undefined';
   const roll = g.next();
   if (roll < 0.05) return json.slice(0, g.int(json.length));
@@ -158,8 +143,8 @@ function attempt(payload: string): { messages: StoredMessage[] } | { refused: st
   }
 }
 
-t.test(`random packs: resolved or refused with INVALID_INPUT, never anything else (seed ${SEED})`, async (t) => {
-  const g = generator(SEED);
+t.test(`random packs: resolved or refused with INVALID_INPUT, never anything else (seed ${FUZZ_SEED})`, async (t) => {
+  const g = generator(FUZZ_SEED);
   let resolved = 0;
   let roundTrips = 0;
   const refusals = new Set<string>();
@@ -189,8 +174,8 @@ t.test(`random packs: resolved or refused with INVALID_INPUT, never anything els
   t.ok(refusals.size > 20, `${refusals.size} kinds of refusal seen`);
 });
 
-t.test(`random bytes: refused with INVALID_INPUT (seed ${SEED})`, async (t) => {
-  const g = generator(SEED + 1);
+t.test(`random bytes: refused with INVALID_INPUT (seed ${FUZZ_SEED})`, async (t) => {
+  const g = generator(FUZZ_SEED + 1);
   for (let i = 0; i < 5_000; i++) {
     const bytes = Buffer.from(Array.from({ length: g.int(40) }, () => (g.next() < 0.6 ? g.pick([...Buffer.from('[{"n":"v":1,}]\\u')]) : g.int(256))));
     try {
@@ -202,10 +187,10 @@ t.test(`random bytes: refused with INVALID_INPUT (seed ${SEED})`, async (t) => {
   t.pass('5000 byte strings');
 });
 
-t.test(`over HTTP: 202 or a 4xx with a JSON error, and exactly the accepted records stored (seed ${SEED})`, async (t) => {
+t.test(`over HTTP: 202 or a 4xx with a JSON error, and exactly the accepted records stored (seed ${FUZZ_SEED})`, async (t) => {
   const ts = await startTestService(t, { ...AUTH_ENV, SVC_MESSAGING_MAX_RECORDS: String(limits.maxRecords) });
   const w = await world(ts, 'fuzzed');
-  const g = generator(SEED + 2);
+  const g = generator(FUZZ_SEED + 2);
   let accepted = 0;
   let records = 0;
   for (let i = 0; i < 300; i++) {
