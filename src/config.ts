@@ -151,6 +151,7 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
     auditAllowed: r.oneOf('SVC_AUTHZ_AUDIT_ALLOWED', ['summary', 'all'] as const, 'summary'),
     auditSummarySecs: r.int('SVC_AUTHZ_AUDIT_SUMMARY_SECS', 60, 1, 86_400),
     bodyLimitBytes: r.int('SVC_AUTHZ_BODY_LIMIT_BYTES', 65_536, 1024, 16_777_216),
+    dbConnections: r.int('SVC_AUTHZ_DB_CONNECTIONS', 4, 1, 256),
   };
 
   // Device messaging (issue 7): publish size, group commit, reader paging, live sockets, partitions.

@@ -8,7 +8,7 @@ import { createAuditWriter, type AuditWriter } from './audit/writer.js';
 import { authzGraphqlModule, authzGrpcService, createAuthz, createCheckRuntime, registerAuthzRoutes, type AuthzService } from './authz/index.js';
 import { createAuth, createLogMailer, type Auth, type Mailer } from './auth/index.js';
 import { ConfigError, describeConfig, loadConfig, type Addr, type Config } from './config.js';
-import { createPool, type Sql } from './db/client.js';
+import { createGenericPlanPool, createPool, type Sql } from './db/client.js';
 import { startEmbeddedPostgres } from './db/embedded.js';
 import { migrate, pendingMigrations } from './db/migrate.js';
 import { createNotifyHub, type NotifyHub } from './db/notify-hub.js';
@@ -128,7 +128,9 @@ export async function startService(env: Record<string, string | undefined>, opti
     }));
 
     const limiter = createRateLimiter(config.rateLimits);
-    const authz = createAuthz({ sql, hub, audit, log, config: config.authz });
+    const authzLookups = createGenericPlanPool(url, { name: 'svc-authz', max: config.authz.dbConnections, connectTimeoutSecs: config.database.connectTimeoutSecs });
+    closers.push({ name: 'authz connections', close: () => authzLookups.end({ timeout: 5 }) });
+    const authz = createAuthz({ sql, lookups: authzLookups, hub, audit, log, config: config.authz });
     closers.push({ name: 'authz', close: () => authz.close() });
     // Development default: messages are logged; tests pass a capturing mailer, deployments a real one.
     const mailer = options.mailer ?? createLogMailer(log);

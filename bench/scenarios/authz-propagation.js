@@ -78,7 +78,8 @@ export default {
       };
 
       const propagation = ctx.createHistogram();
-      // A revoked subject reloads with no bindings; a restored one with its role's 200 blocks.
+      // A revoked subject reloads with no grants; a restored one with its role's grant of 200 blocks (their
+      // contents only when B holds no policy compiled from that role).
       const byKind = [ctx.createHistogram(), ctx.createHistogram()];
       const notify = ctx.createHistogram();
       let samples = 0;
@@ -112,7 +113,7 @@ export default {
       console.log('\nauthz-propagation: revoke/restore through A until B decides otherwise, same database, same run');
       console.log(`  invalidation A -> B decision   p50 ${String(p(propagation, 50)).padStart(7)} µs  p99 ${String(p(propagation, 99)).padStart(7)} µs  max ${propagation.maxValue} µs  (${samples} samples, ${errors} where B never followed or a NOTIFY never came)`);
       console.log(`    of which revokes              p50 ${String(p(byKind[0], 50)).padStart(7)} µs  p99 ${String(p(byKind[0], 99)).padStart(7)} µs  (B reloads a subject without bindings)`);
-      console.log(`    of which restores             p50 ${String(p(byKind[1], 50)).padStart(7)} µs  p99 ${String(p(byKind[1], 99)).padStart(7)} µs  (B reloads the role's 200 blocks)`);
+      console.log(`    of which restores             p50 ${String(p(byKind[1], 50)).padStart(7)} µs  p99 ${String(p(byKind[1], 99)).padStart(7)} µs  (B reloads the role's grant of 200 blocks)`);
       console.log(`  bare NOTIFY A -> B handler     p50 ${String(p(notify, 50)).padStart(7)} µs  p99 ${String(p(notify, 99)).padStart(7)} µs  max ${notify.maxValue} µs`);
       console.log(`  ratio: propagation p50 / NOTIFY p50 ${ratio.toFixed(2)}x\n`);
       return {

@@ -5,7 +5,7 @@ import {
   EMPTY_SET, type ActionIndex, type Ceiling, type CompiledBlock, type CompiledPolicy, type ObjectFacts, type ScopeMode, type SubjectFacts,
   type SubjectGrants, type TenantFacts,
 } from './model.js';
-import type { ActionRow, BindingRow, CeilingRow, ObjectRow, SubjectRow, TenantRow } from './queries.js';
+import type { ActionRow, BindingRow, BlockRow, CeilingRow, GrantRow, ObjectRow, SubjectRow, TenantRow } from './queries.js';
 
 export function compileSubject(row: SubjectRow, expiresAt: number): SubjectFacts {
   return {
@@ -34,9 +34,35 @@ function addToIndex(index: ActionIndex, block: CompiledBlock): void {
 }
 
 /** Grants of the same shape (ignoring the assignment ids themselves) share one compiled policy. */
-export function policySignature(rows: BindingRow[]): string {
-  const parts = rows.map((r) => `${r.grant_kind}|${r.role_id ?? ''}|${r.via}|${r.block_id}`).sort();
-  return createHash('sha1').update(parts.join('\n')).digest('base64');
+export function policySignature(grants: readonly GrantRow[]): string {
+  const parts: string[] = [];
+  for (const g of grants) {
+    const prefix = `${g.grant_kind}|${g.role_id ?? ''}|${g.via}|`;
+    for (const blockId of g.block_ids) parts.push(prefix + blockId);
+  }
+  return createHash('sha1').update(parts.sort().join('\n')).digest('base64');
+}
+
+/** Every block id the grants bring, once. */
+export function blockIdsOf(grants: readonly GrantRow[]): string[] {
+  const ids = new Set<string>();
+  for (const g of grants) for (const id of g.block_ids) ids.add(id);
+  return [...ids];
+}
+
+/** The (grant, block) pairs, in grant order; a block that was not found (deleted since) is left out. */
+export function bindingsOf(grants: readonly GrantRow[], blocks: readonly BlockRow[]): BindingRow[] {
+  const byId = new Map(blocks.map((b) => [b.id, b]));
+  const rows: BindingRow[] = [];
+  for (const { block_ids: blockIds, ...grant } of grants) {
+    for (const blockId of blockIds) {
+      const block = byId.get(blockId);
+      if (block === undefined) continue;
+      const { id: _id, ...content } = block;
+      rows.push({ ...grant, ...content, block_id: blockId });
+    }
+  }
+  return rows;
 }
 
 /**
@@ -91,15 +117,15 @@ export function compilePolicy(rows: BindingRow[], signature: string, expiresAt: 
   return { stale: false, expiresAt, signature, blocks: ordered, byAction, allActionsIndex, refs };
 }
 
-export function compileGrants(subject: SubjectFacts, rows: BindingRow[], policy: CompiledPolicy, expiresAt: number): SubjectGrants {
+export function compileGrants(subject: SubjectFacts, grants: readonly GrantRow[], policy: CompiledPolicy, expiresAt: number): SubjectGrants {
   // The policy's own ids (roles, blocks, groups) stay on the shared policy: invalidating one of them marks
   // the policy stale, and a subject whose policy is stale counts as stale too. Only what is the
   // subject's own is listed here, so an entry stays small however many blocks it reaches.
   const refs = new Set<string>([subject.id]);
   if (subject.tenantId) refs.add(subject.tenantId);
-  for (const r of rows) {
-    refs.add(r.grant_id);
-    if (r.via_group_id) refs.add(r.via_group_id);
+  for (const g of grants) {
+    refs.add(g.grant_id);
+    if (g.via_group_id) refs.add(g.via_group_id);
   }
   return { stale: false, expiresAt, subject, policy, refs };
 }

@@ -3,11 +3,11 @@
 import type { Queryable } from '../db/client.js';
 import type { AuthzCache } from './cache.js';
 import {
-  compileCatalog, compileCeiling, compileGrants, compileObject, compilePolicy, compileSubject, compileTenant, policySignature,
-  type ActionCatalog,
+  bindingsOf, blockIdsOf, compileCatalog, compileCeiling, compileGrants, compileObject, compilePolicy, compileSubject, compileTenant,
+  policySignature, type ActionCatalog,
 } from './compile.js';
 import type { Ceiling, CompiledPolicy, ObjectFacts, SubjectGrants, TenantFacts } from './model.js';
-import { selectActionCatalog, selectBindings, selectCeiling, selectObject, selectSubject, selectTenant } from './queries.js';
+import { selectActionCatalog, selectBlocks, selectCeiling, selectGrants, selectObject, selectSubject, selectTenant } from './queries.js';
 
 export interface Loaders {
   catalog(): Promise<ActionCatalog>;
@@ -55,17 +55,20 @@ export function createLoaders(deps: { sql: Queryable; cache: AuthzCache; now: ()
     if (hit && !hit.policy.stale) return Promise.resolve(hit);
     return cache.dedupe(`s:${subjectId}`, async () => {
       const gen = cache.generation;
-      const row = await selectSubject(sql, subjectId);
+      const [row, grantRows] = await Promise.all([selectSubject(sql, subjectId), selectGrants(sql, subjectId)]);
       if (!row) return null;
-      const rows = await selectBindings(sql, subjectId);
       const expiresAt = now() + cache.ttlMs;
-      const signature = policySignature(rows);
+      // The signature comes from the grants just read, block ids included: a role that gained or lost a
+      // block has a new signature at once, whether or not its invalidation has arrived yet.
+      const signature = policySignature(grantRows);
       let policy = fresh(cache.policies.get(signature));
       if (!policy) {
-        policy = compilePolicy(rows, signature, expiresAt);
+        // Only a policy not compiled yet reads its blocks: subjects sharing a role share its policy.
+        const blocks = await selectBlocks(sql, blockIdsOf(grantRows));
+        policy = compilePolicy(bindingsOf(grantRows, blocks), signature, expiresAt);
         if (storable(gen)) cache.policies.set(signature, policy);
       }
-      const grants = compileGrants(compileSubject(row, expiresAt), rows, policy, Math.min(expiresAt, policy.expiresAt));
+      const grants = compileGrants(compileSubject(row, expiresAt), grantRows, policy, Math.min(expiresAt, policy.expiresAt));
       if (storable(gen)) cache.grants.set(subjectId, grants);
       return grants;
     });
@@ -73,8 +76,8 @@ export function createLoaders(deps: { sql: Queryable; cache: AuthzCache; now: ()
 
   /** Explain reads the bindings afresh: it reports assignment ids, which shared policies do not keep. */
   async function loadPolicyForExplain(subjectId: string): Promise<CompiledPolicy> {
-    const rows = await selectBindings(sql, subjectId);
-    return compilePolicy(rows, '', now());
+    const grants = await selectGrants(sql, subjectId);
+    return compilePolicy(bindingsOf(grants, await selectBlocks(sql, blockIdsOf(grants))), '', now());
   }
 
   function loadObject(kind: string, id: string): Promise<ObjectFacts | null> {

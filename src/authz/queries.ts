@@ -20,7 +20,8 @@ export async function selectSubject(sql: Queryable, id: string): Promise<Subject
   return row;
 }
 
-export interface BindingRow {
+/** One grant reaching a subject, with the blocks it brings that are not hidden (sorted by id). */
+export interface GrantRow {
   grant_kind: 'role' | 'capability';
   grant_id: string;
   grant_tenant_id: string | null;
@@ -29,7 +30,11 @@ export interface BindingRow {
   role_tenant_id: string | null;
   via: string;
   via_group_id: string | null;
-  block_id: string;
+  block_ids: string[];
+}
+
+export interface BlockRow {
+  id: string;
   tenant_id: string | null;
   scope_mode: string;
   object_kind: string | null;
@@ -42,13 +47,18 @@ export interface BindingRow {
   actions: string[];
 }
 
+/** A (grant, block) pair: what a compiled policy is built from. */
+export type BindingRow = Omit<GrantRow, 'block_ids'> & Omit<BlockRow, 'id'> & { block_id: string };
+
 /**
- * Every (grant, block) pair reaching the subject: its role assignments and direct policies, and those of
- * the live, active principal groups it belongs to. Soft-deleted roles and anything owned by a deleted
- * tenant (the assignment, the role, the block or the group) are hidden.
+ * Every grant reaching the subject: its role assignments and direct policies, and those of the live,
+ * active principal groups it belongs to, each with the ids of its blocks. Soft-deleted roles and
+ * anything owned by a deleted tenant (the assignment, the role, the block or the group) are hidden.
+ * Block contents are not read here: a subject whose grants come to a policy already compiled (most
+ * subjects share their role's) needs none of them.
  */
-export async function selectBindings(sql: Queryable, entityId: string): Promise<BindingRow[]> {
-  return sql<BindingRow[]>`
+export async function selectGrants(sql: Queryable, entityId: string): Promise<GrantRow[]> {
+  return sql<GrantRow[]>`
     with pg as (
       select g.id, g.name
       from principal_group_members m
@@ -79,21 +89,34 @@ export async function selectBindings(sql: Queryable, entityId: string): Promise<
       select 'capability', dp.id, dp.tenant_id, null, null, null, 'group:' || pg.name, pg.id, dp.block_id
       from pg join direct_policies dp on dp.group_id = pg.id
     )
-    select g.*, b.tenant_id, b.scope_mode, b.object_kind, b.object_type, b.object_id, b.group_id, b.effect,
-           b.conditions, b.all_actions, b.actions
+    select g.grant_kind, g.grant_id, g.grant_tenant_id, g.role_id, g.role_name, g.role_tenant_id, g.via, g.via_group_id,
+           array_agg(g.block_id order by g.block_id) as block_ids
     from grants g
-    -- Each block by its key. As a plain join the planner may hash every block of the platform (20k blocks:
-    -- 16 ms for a subject holding 200 of them); the LIMIT keeps this a lookup per grant, so a reload
-    -- costs what the subject holds, not what the platform holds.
-    cross join lateral (
-      select b.*, array(select a.name from permission_block_actions pba join actions a on a.id = pba.action_id
-                        where pba.block_id = b.id order by a.name) as actions
-      from permission_blocks b where b.id = g.block_id limit 1
-    ) b
-    where not exists (
-      select 1 from tenants t
-      where t.status = 'deleted' and t.id in (g.grant_tenant_id, g.role_tenant_id, b.tenant_id))
-    order by g.grant_kind, g.grant_id, b.id`;
+    -- Deleted tenants are found through an index of them alone (usually empty). A block's own tenant is
+    -- looked up by the block's key, and only when some tenant is deleted at all: a reload costs what the
+    -- subject holds, not what the platform holds. (OFFSET 0 keeps that a lookup per block: without it
+    -- PostgreSQL may hash every block of the deleted tenants instead.)
+    where not exists (select 1 from tenants t where t.status = 'deleted' and t.id in (g.grant_tenant_id, g.role_tenant_id))
+      and (not exists (select 1 from tenants where status = 'deleted')
+           or not exists (
+             select 1 from permission_blocks b join tenants t on t.id = b.tenant_id
+             where b.id = g.block_id and t.status = 'deleted' offset 0))
+    group by g.grant_kind, g.grant_id, g.grant_tenant_id, g.role_id, g.role_name, g.role_tenant_id, g.via, g.via_group_id
+    order by g.grant_kind, g.grant_id`;
+}
+
+/** The blocks with these ids, each with its action names (sorted); ids no longer there are left out. */
+export async function selectBlocks(sql: Queryable, ids: string[]): Promise<BlockRow[]> {
+  if (ids.length === 0) return [];
+  // Each by its key, as in selectGrants: `b.id = any(...)` is planned as a scan of every block once the
+  // list is a percent of the platform's.
+  return sql<BlockRow[]>`
+    select b.id, b.tenant_id, b.scope_mode, b.object_kind, b.object_type, b.object_id, b.group_id, b.effect,
+           b.conditions, b.all_actions,
+           array(select a.name from permission_block_actions pba join actions a on a.id = pba.action_id
+                 where pba.block_id = b.id order by a.name) as actions
+    from unnest(${ids}::uuid[]) as wanted(id)
+    cross join lateral (select * from permission_blocks b where b.id = wanted.id limit 1) b`;
 }
 
 export interface ObjectRow {

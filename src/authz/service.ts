@@ -62,14 +62,28 @@ function idsOf(change: Invalidation): string[] | null {
   }
 }
 
-export function createAuthz(deps: { sql: Sql; hub: NotifyHub; audit: AuditWriter; log: Logger; config: AuthzSettings }): AuthzService {
-  const { sql, hub, audit, log, config } = deps;
+export interface AuthzDeps {
+  /** The shared pool: what guardrail checks outside a transaction read through. */
+  sql: Sql;
+  /**
+   * The engine's own connections (createGenericPlanPool): every fact is read by key, and a subject's
+   * bindings statement costs more to plan than to run, so it is planned once per connection.
+   */
+  lookups: Sql;
+  hub: NotifyHub;
+  audit: AuditWriter;
+  log: Logger;
+  config: AuthzSettings;
+}
+
+export function createAuthz(deps: AuthzDeps): AuthzService {
+  const { sql, lookups, hub, audit, log, config } = deps;
   const instance = randomUUID();
   const cache: AuthzCache = createAuthzCache({
     subjects: config.cacheSubjects, objects: config.cacheObjects, decisions: config.cacheDecisions,
     maxBytes: config.cacheMaxBytes, ttlMs: config.cacheTtlSecs * 1000,
   });
-  const engine = createEngine({ sql, cache, cacheUsable: () => hub.connected });
+  const engine = createEngine({ sql: lookups, cache, cacheUsable: () => hub.connected });
   const checkAudit = createCheckAudit(audit, config);
 
   function apply(change: Invalidation): void {

@@ -1,4 +1,5 @@
 // The postgres.js pool: one per process, sized from config; nothing else opens general-purpose connections.
+// Domains whose statements want generic plans open small pools of their own (createGenericPlanPool).
 import postgres from 'postgres';
 import type { Config } from '../config.js';
 import type { Logger } from '../log.js';
@@ -17,5 +18,34 @@ export function createPool(url: string, config: Config['database'], log: Logger)
     // Notices (e.g. "relation already exists, skipping") are noise at info level.
     onnotice: (notice) => log.debug('postgres notice', { message: notice.message }),
     connection: { application_name: 'svc', plan_cache_mode: 'force_custom_plan' },
+  }) as unknown as Sql;
+}
+
+export interface GenericPlanPoolOptions {
+  /** application_name, so the connections show in pg_stat_activity as their domain's. */
+  name: string;
+  max: number;
+  connectTimeoutSecs: number;
+  /** Bounds each statement (0: no bound; absent: the server's setting). */
+  statementTimeoutMs?: number;
+  /** Off when no statement returns arrays or custom types (saves the type lookup at connect). */
+  fetchTypes?: boolean;
+}
+
+/**
+ * Connections of a domain's own for statements whose best plan does not depend on the values bound (a
+ * lookup by key, a page over an index), with generic plans forced: each statement is planned once per
+ * connection instead of on every call. The shared pool forces custom plans, which its list queries need
+ * (a generic plan costs LIMIT $n as a tenth of the table), and which cost a large lookup more to plan
+ * than to run.
+ */
+export function createGenericPlanPool(url: string, options: GenericPlanPoolOptions): Sql {
+  return postgres(url, {
+    max: options.max, fetch_types: options.fetchTypes ?? true, idle_timeout: 60, connect_timeout: options.connectTimeoutSecs,
+    onnotice: () => undefined,
+    connection: {
+      application_name: options.name, plan_cache_mode: 'force_generic_plan',
+      ...(options.statementTimeoutMs !== undefined ? { statement_timeout: options.statementTimeoutMs } : {}),
+    },
   }) as unknown as Sql;
 }

@@ -3,7 +3,7 @@
 import postgres from 'postgres';
 import { principalOfDevice, type DeviceIdentity, type Principal } from '../auth/index.js';
 import type { AuthzService } from '../authz/index.js';
-import type { Sql } from '../db/client.js';
+import { createGenericPlanPool, type Sql } from '../db/client.js';
 import { AppError, forbidden, invalidInput, notFound, unauthenticated } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { BatchItem } from './batch-literals.js';
@@ -111,11 +111,10 @@ export function createMessaging(deps: MessagingDeps): MessagingService {
   // every partition on each page (0.5 ms), and PostgreSQL would keep choosing custom plans by itself,
   // because a generic plan's LIMIT $n is costed as a tenth of the table. The generic plan is the right
   // one for every page (backward index scans on (channel_id, time) merged by time).
-  const readerSql = postgres(deps.url, {
-    max: settings.reader.connections, fetch_types: false, idle_timeout: 60, connect_timeout: deps.connectTimeoutSecs,
-    onnotice: () => undefined,
-    connection: { application_name: 'svc-reader', plan_cache_mode: 'force_generic_plan', statement_timeout: settings.reader.statementTimeoutMs },
-  }) as unknown as Sql;
+  const readerSql = createGenericPlanPool(deps.url, {
+    name: 'svc-reader', max: settings.reader.connections, connectTimeoutSecs: deps.connectTimeoutSecs,
+    statementTimeoutMs: settings.reader.statementTimeoutMs, fetchTypes: false,
+  });
 
   function principalOf(device: DeviceIdentity): Principal {
     let p = principals.get(device);

@@ -8,7 +8,7 @@ import { createAuthz } from '../../src/authz/index.js';
 import { createAuthzCache } from '../../src/authz/cache.js';
 import { createEngine } from '../../src/authz/engine.js';
 import type { AuthorizeRequest } from '../../src/authz/types.js';
-import type { Sql } from '../../src/db/client.js';
+import { createGenericPlanPool, type Sql } from '../../src/db/client.js';
 import { createNotifyHub } from '../../src/db/notify-hub.js';
 import { testLogger } from '../helpers/service.js';
 import { waitUntil } from '../helpers/wait.js';
@@ -170,11 +170,13 @@ t.test('another instance drops the same entries through NOTIFY, long before they
   const hubB = createNotifyHub(url, sqlB, log);
   await hubB.start();
   const auditB = createAuditWriter(sqlB, { batchSize: 100, flushIntervalMs: 20, maxQueue: 1000 }, log);
-  const b = createAuthz({ sql: sqlB, hub: hubB, audit: auditB, log, config: SETTINGS });
+  const lookupsB = createGenericPlanPool(url, { name: 'svc-authz', max: 2, connectTimeoutSecs: 10 });
+  const b = createAuthz({ sql: sqlB, lookups: lookupsB, hub: hubB, audit: auditB, log, config: SETTINGS });
   t.teardown(async () => {
     await b.close();
     await auditB.close();
     await hubB.close();
+    await lookupsB.end();
     await sqlB.end();
   });
   const request: AuthorizeRequest = { subjectId: ids.ann as string, action: 'read', object: { kind: 'resource', id: ids.ch as string } };
@@ -187,4 +189,31 @@ t.test('another instance drops the same entries through NOTIFY, long before they
   // itself is bench/scenarios/authz-propagation.js's to measure.
   await waitUntil(async () => !(await b.authorize(request)).allowed, 5000, 'B denying');
   t.notOk((await b.authorize(request)).allowed, 'B denies');
+});
+
+t.test("subjects sharing a role share its compiled policy: only the first reads the role's blocks, and a changed block list is read afresh", async (t) => {
+  const { ids, sql } = await startEngine(t, world);
+  const cache = createAuthzCache({ subjects: 100, objects: 100, decisions: 100, maxBytes: 1 << 24, ttlMs: 60_000 });
+  const statements: string[] = [];
+  const countingSql = ((strings: TemplateStringsArray, ...values: unknown[]) => {
+    statements.push(strings.join('?'));
+    return (sql as unknown as (s: TemplateStringsArray, ...v: unknown[]) => Promise<unknown>)(strings, ...values);
+  }) as unknown as Sql;
+  const blockReads = () => statements.filter((s) => s.includes('permission_block_actions')).length;
+  const engine = createEngine({ sql: countingSql, cache });
+  const ask = (subject: string, action: string): AuthorizeRequest => ({ subjectId: ids[subject] as string, action, object: { kind: 'resource', id: ids.ch as string } });
+
+  t.ok((await engine.authorize(ask('ann', 'read'))).allowed);
+  t.equal(blockReads(), 1, "ann's reload compiled the reader role's policy from its blocks");
+  t.ok((await engine.authorize(ask('cy', 'read'))).allowed);
+  t.equal(blockReads(), 1, "cy holds the same role: its policy is found by its grants' signature, no block read");
+  t.equal(cache.policies.size, 1, 'one policy for both');
+
+  // The role gains the publish block without an invalidation reaching this engine: a subject read afresh
+  // gets a new signature from its grants, so a new policy, not the cached one.
+  await sql`insert into role_permission_blocks (role_id, block_id) values (${ids.reader as string}, ${ids.pub as string})`;
+  cache.dropIds([ids.cy as string]);
+  t.ok((await engine.authorize(ask('cy', 'publish'))).allowed, "cy's reload sees the role's new block");
+  t.equal(blockReads(), 2, 'the new block list compiled afresh');
+  t.notOk((await engine.authorize(ask('ann', 'publish'))).allowed, "ann's grants, still cached, wait for the role's invalidation");
 });

@@ -3,7 +3,7 @@ import postgres from 'postgres';
 import { createAuditWriter } from '../../../src/audit/writer.js';
 import { createAuthz, type AuthzService, type AuthzSettings } from '../../../src/authz/index.js';
 import type { ObjectRef } from '../../../src/authz/types.js';
-import type { Sql } from '../../../src/db/client.js';
+import { createGenericPlanPool, type Sql } from '../../../src/db/client.js';
 import { migrate } from '../../../src/db/migrate.js';
 import { createNotifyHub, type NotifyHub } from '../../../src/db/notify-hub.js';
 import { migrationsDir } from '../../../src/paths.js';
@@ -39,11 +39,13 @@ export async function startEngine(t: Teardown, world: World | null, settings: Pa
   const hub = createNotifyHub(db.url, sql, log);
   await hub.start();
   const audit = createAuditWriter(sql, { batchSize: 100, flushIntervalMs: 20, maxQueue: 10_000 }, log);
-  const authz = createAuthz({ sql, hub, audit, log, config: { ...SETTINGS, ...settings } });
+  const lookups = createGenericPlanPool(db.url, { name: 'svc-authz', max: 2, connectTimeoutSecs: 10 });
+  const authz = createAuthz({ sql, lookups, hub, audit, log, config: { ...SETTINGS, ...settings } });
   t.teardown(async () => {
     await authz.close();
     await audit.close();
     await hub.close();
+    await lookups.end();
     await sql.end();
     await db.drop();
   });
