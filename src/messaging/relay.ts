@@ -172,6 +172,26 @@ export function createRelay(deps: RelayDeps): Relay {
     return Promise.all(sent).then(() => undefined);
   }
 
+  /**
+   * Channels whose first watch began or last watch ended this turn: announced together when the loop
+   * turns (a thousand devices subscribing after a restart cost a few notifications, not a thousand), each
+   * as it stands then (a watch begun and ended within the turn is withdrawn, which is harmless).
+   */
+  const changed = new Set<string>();
+  function announceChange(channelId: string): void {
+    if (changed.size === 0) setImmediate(announceChanged);
+    changed.add(channelId);
+  }
+  function announceChanged(): void {
+    const on: string[] = [];
+    const off: string[] = [];
+    for (const channelId of changed) (local.has(channelId) ? on : off).push(channelId);
+    changed.clear();
+    if (closed) return;
+    if (on.length > 0) void announce(true, on);
+    if (off.length > 0) void announce(false, off);
+  }
+
   /** Never rejects: a lost notification is logged (the next announcement repeats a watch anyway). */
   function send(topic: string, payload: unknown, sql?: Sql): Promise<void> {
     pending++;
@@ -273,7 +293,7 @@ export function createRelay(deps: RelayDeps): Relay {
     watch(channelId) {
       const n = local.get(channelId) ?? 0;
       local.set(channelId, n + 1);
-      if (n === 0) void announce(true, [channelId]);
+      if (n === 0) announceChange(channelId);
       let released = false;
       return () => {
         if (released) return;
@@ -281,7 +301,7 @@ export function createRelay(deps: RelayDeps): Relay {
         const left = (local.get(channelId) ?? 1) - 1;
         if (left > 0) return void local.set(channelId, left);
         local.delete(channelId);
-        if (!closed) void announce(false, [channelId]);
+        if (!closed) announceChange(channelId);
       };
     },
     relay(messages, source) {
@@ -306,8 +326,9 @@ export function createRelay(deps: RelayDeps): Relay {
       clearInterval(timer);
       for (const stop of unsubscribe) stop();
       // Withdrawn at once rather than lapsing: the others stop relaying to this instance now.
-      const withdrawn = announce(false, [...local.keys()]);
+      const withdrawn = announce(false, [...new Set([...local.keys(), ...changed])]);
       local.clear();
+      changed.clear();
       await withdrawn;
       await conn?.end({ timeout: 1 });
     },

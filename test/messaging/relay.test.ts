@@ -150,6 +150,32 @@ t.test('watches are counted per channel', async (t) => {
   t.equal(b.delivered.length, 1, 'released by both');
 });
 
+t.test('watches begun or ended in one turn are announced together', async (t) => {
+  const c = cluster(t);
+  const a = c.instance('a');
+  const b = c.instance('b');
+  const watches = () => c.sent.filter((s) => s.topic === 'messaging.watch' && s.from === 'b').length;
+  const channels = Array.from({ length: 300 }, (_, i) => `6f1c9d2e-5555-4a55-9d55-${String(i).padStart(12, '0')}`);
+  const releases = channels.map((ch) => b.relay.watch(ch));
+  const brief = b.relay.watch(OTHER);
+  brief();
+  await tick();
+  t.equal(watches(), 3, '300 new watches in two announcements (150 channels each), and the one begun and ended in the turn withdrawn');
+  a.relay.relay([message(1, { channel: channels[299]! })], source(channels[299]));
+  a.relay.relay([message(2)], source(OTHER));
+  await waitUntil(() => b.delivered.length === 1, 1000, 'relayed');
+  await tick();
+  t.same(b.delivered.map((d) => d.source.channelId), [channels[299]], 'the last of them is watched; one watched and released in the same turn is not');
+
+  for (const release of releases) release();
+  await tick();
+  t.equal(watches(), 5, 'released together: two withdrawals');
+  const before = c.stored();
+  a.relay.relay([message(3, { channel: channels[0]! })], source(channels[0]));
+  await tick();
+  t.equal(c.stored(), before, 'nothing relayed once withdrawn');
+});
+
 t.test('a large batch is split under the NOTIFY limit, in order; a message too large alone is left out', async (t) => {
   const { c, a, b } = await watchedPair(t);
   const many = Array.from({ length: 120 }, (_, i) => message(i));
