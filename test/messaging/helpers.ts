@@ -53,6 +53,30 @@ export async function world(ts: TestService, name = `ws-${randomBytes(3).toStrin
   return { ws, channel, publisher };
 }
 
+export interface TwoWorkspaces {
+  ws: string;
+  channel: string;
+  /** May publish and subscribe on `channel`. */
+  publisher: Device;
+  /** May subscribe on `channel` only. */
+  subscriber: Device;
+  otherWs: string;
+  otherChannel: string;
+  /** Of the other workspace: may publish and subscribe on `otherChannel`, nothing in `ws`. */
+  foreign: Device;
+}
+
+/** The world of the protocol tests: grants in one workspace, and another workspace's device to keep out. */
+export async function twoWorkspaces(ts: TestService, prefix: string): Promise<TwoWorkspaces> {
+  const [ws, otherWs] = await Promise.all([insertTenant(ts, `${prefix}-ws`), insertTenant(ts, `${prefix}-other`)]);
+  const [channel, otherChannel] = await Promise.all([insertChannel(ts, ws), insertChannel(ts, otherWs)]);
+  const [publisher, subscriber, foreign] = await Promise.all([insertDevice(ts, ws), insertDevice(ts, ws), insertDevice(ts, otherWs)]);
+  await grant(ts, ws, publisher.id, channel, ['publish', 'subscribe']);
+  await grant(ts, ws, subscriber.id, channel, ['subscribe']);
+  await grant(ts, otherWs, foreign.id, otherChannel, ['publish', 'subscribe']);
+  return { ws, channel, publisher, subscriber, otherWs, otherChannel, foreign };
+}
+
 export function publish(ts: TestService, ws: string, channel: string, key: string | null, body: unknown, options: { contentType?: string | null; subtopic?: string } = {}) {
   const headers: Record<string, string> = {};
   if (key !== null) headers.authorization = `Client ${key}`;

@@ -1,7 +1,7 @@
 // Two instances on one database, as behind a load balancer: a live WebSocket, a CoAP observation and an
 // MQTT subscription (no Redis) held by instance B get the messages published through instance A, each
 // once and in order, and B's own messages once (not again through the relay); nothing is stored twice.
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { WebSocket } from 'undici';
 import { AUTH_ENV } from '../helpers/auth.js';
 import { createTestDatabase } from '../helpers/database.js';
@@ -12,11 +12,17 @@ import { countRows, publish, world } from './helpers.js';
 
 const record = (n: string, v: number) => [{ bn: 'urn:dev:relay:', n, u: 'Cel', v }];
 
-t.test('live sockets and CoAP observers get the messages another instance stored', async (t) => {
+/** Two instances of the service on one database, as behind a load balancer (no Redis). */
+async function twoInstances(t: Test) {
   const db = await createTestDatabase();
   t.teardown(() => db.drop());
   const a = await startTestService(t, { ...AUTH_ENV, ...BROKER_ENV }, db);
   const b = await startTestService(t, { ...AUTH_ENV, ...BROKER_ENV }, db);
+  return { a, b };
+}
+
+t.test('live sockets and CoAP observers get the messages another instance stored', async (t) => {
+  const { a, b } = await twoInstances(t);
   const w = await world(a, 'relayed');
 
   const frames: { name: string; value: number; protocol: string }[] = [];
@@ -59,10 +65,7 @@ t.test('live sockets and CoAP observers get the messages another instance stored
 });
 
 t.test('MQTT subscribers of one instance get what the other stored, without Redis: one PUBLISH per publish, once', async (t) => {
-  const db = await createTestDatabase();
-  t.teardown(() => db.drop());
-  const a = await startTestService(t, { ...AUTH_ENV, ...BROKER_ENV }, db);
-  const b = await startTestService(t, { ...AUTH_ENV, ...BROKER_ENV }, db);
+  const { a, b } = await twoInstances(t);
   const w = await world(a, 'mqtt-relayed');
   const other = await world(a, 'mqtt-elsewhere');
   const topic = `m/${w.ws}/c/${w.channel}`;

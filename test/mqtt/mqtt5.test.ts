@@ -5,8 +5,8 @@
 // A stated Content Type (MQTT 5) other than SenML or plain JSON is refused rather than read as JSON.
 import t from 'tap';
 import type { MqttClient } from 'mqtt';
-import { insertTenant, startAuthService } from '../helpers/auth.js';
-import { grant, insertChannel, insertDevice } from '../messaging/helpers.js';
+import { startAuthService } from '../helpers/auth.js';
+import { insertChannel, twoWorkspaces } from '../messaging/helpers.js';
 import { BROKER_ENV, connect, deviceClient, inbox, publish, readMessages, sleep, subscribe } from './helpers.js';
 
 const V5 = { protocolVersion: 5 } as const;
@@ -25,57 +25,49 @@ for (const denyAction of ['ignore', 'disconnect'] as const) {
   t.test(`MQTT 5 with SVC_MQTT_DENY_ACTION=${denyAction}`, async (t) => {
     const ts = await startAuthService(t, { ...BROKER_ENV, SVC_MQTT_DENY_ACTION: denyAction });
     const port = ts.service.ports.mqtt!;
-    const ws = await insertTenant(ts, `v5-${denyAction}`);
-    const otherWs = await insertTenant(ts, `v5-other-${denyAction}`);
-    const ch = await insertChannel(ts, ws, 'line');
+    const { ws, otherWs, channel: ch, publisher: sensor, subscriber: reader, otherChannel: otherCh, foreign } = await twoWorkspaces(ts, `v5-${denyAction}`);
     const closed = await insertChannel(ts, ws, 'closed line');
-    const otherCh = await insertChannel(ts, otherWs, 'elsewhere');
-    const [sensor, reader] = await Promise.all(['sensor', 'reader'].map((n) => insertDevice(ts, ws, n)));
-    const foreign = await insertDevice(ts, otherWs, 'foreign');
-    await grant(ts, ws, sensor!.id, ch, ['publish', 'subscribe']);
-    await grant(ts, ws, reader!.id, ch, ['subscribe']);
-    await grant(ts, otherWs, foreign!.id, otherCh, ['publish', 'subscribe']);
     const topic = `m/${ws}/c/${ch}`;
-    const stored = async () => (await readMessages(ts, ws, ch, reader!.key)).total;
+    const stored = async () => (await readMessages(ts, ws, ch, reader.key)).total;
 
     await t.test('CONNACK reason codes', async (t) => {
-      await t.rejects(connect(t, port, { ...V5, username: sensor!.id, password: `${sensor!.key}x` }), { code: 0x86 }, 'bad key: 0x86');
-      await t.rejects(connect(t, port, { ...V5, username: reader!.id, password: sensor!.key }), { code: 0x86 }, "another device's key: 0x86");
-      const ok = await deviceClient(t, port, sensor!, V5);
+      await t.rejects(connect(t, port, { ...V5, username: sensor.id, password: `${sensor.key}x` }), { code: 0x86 }, 'bad key: 0x86');
+      await t.rejects(connect(t, port, { ...V5, username: reader.id, password: sensor.key }), { code: 0x86 }, "another device's key: 0x86");
+      const ok = await deviceClient(t, port, sensor, V5);
       t.equal(ok.options.protocolVersion, 5, 'a v5 session');
     });
 
     await t.test('publish, store, deliver and read back', async (t) => {
-      const sub = await deviceClient(t, port, reader!, V5);
+      const sub = await deviceClient(t, port, reader, V5);
       t.same(await subscribe(sub, topic, 1), [1]);
       const box = inbox(sub);
-      const pub = await deviceClient(t, port, sensor!, V5);
+      const pub = await deviceClient(t, port, sensor, V5);
       t.equal(await pubackCode(pub, topic, senml('temp', 20.5)), 0, 'PUBACK success after storage');
       const [got] = await box.waitFor(1);
       t.same(JSON.parse(got!.payload), JSON.parse(senml('temp', 20.5)), 'delivered to a v5 subscriber');
-      const read = await readMessages(ts, ws, ch, reader!.key);
-      t.match(read.messages[0], { protocol: 'mqtt', name: 'temp', value: 20.5, publisher: sensor!.id });
+      const read = await readMessages(ts, ws, ch, reader.key);
+      t.match(read.messages[0], { protocol: 'mqtt', name: 'temp', value: 20.5, publisher: sensor.id });
     });
 
     await t.test('SUBACK 0x87 for a channel without subscribe and for another workspace', async (t) => {
-      const sub = await deviceClient(t, port, reader!, V5);
+      const sub = await deviceClient(t, port, reader, V5);
       t.same(await subscribe(sub, [`m/${ws}/c/${closed}`, `m/${otherWs}/c/${otherCh}`, topic], 1), [0x87, 0x87, 1], 'refused filters only');
     });
 
     await t.test('a refused publish: nothing stored, the reason code says why', async (t) => {
       const before = await stored();
-      const pub = await deviceClient(t, port, reader!, V5); // subscribe only: no publish right
+      const pub = await deviceClient(t, port, reader, V5); // subscribe only: no publish right
       if (denyAction === 'ignore') {
         t.equal(await pubackCode(pub, topic, senml('nope', 1)), 0x87, 'PUBACK 0x87 (not authorized)');
         t.equal(await pubackCode(pub, `m/${otherWs}/c/${otherCh}`, senml('nope', 2)), 0x87, "another workspace's channel: 0x87");
         t.notOk(pub.disconnected, 'the connection stays open');
-        const sensorPub = await deviceClient(t, port, sensor!, V5);
+        const sensorPub = await deviceClient(t, port, sensor, V5);
         t.equal(await pubackCode(sensorPub, topic, '[{"n":"bad","v":"not a number"}]'), 0x87, 'invalid SenML is refused with a reason too');
       } else {
         const reason = disconnectReason(pub);
         pub.publish(topic, senml('nope', 1), { qos: 1 });
         t.equal(await reason, 0x87, 'DISCONNECT 0x87 (not authorized)');
-        const sensorPub = await deviceClient(t, port, sensor!, V5);
+        const sensorPub = await deviceClient(t, port, sensor, V5);
         const invalid = disconnectReason(sensorPub);
         sensorPub.publish(topic, '[{"n":"bad","v":"not a number"}]', { qos: 1 });
         t.equal(await invalid, 0x99, 'invalid SenML: DISCONNECT 0x99 (payload format invalid)');
@@ -86,7 +78,7 @@ for (const denyAction of ['ignore', 'disconnect'] as const) {
 
     await t.test('a stated Content Type: SenML or plain JSON is read, any other is refused, not misread', async (t) => {
       const before = await stored();
-      const pub = await deviceClient(t, port, sensor!, V5);
+      const pub = await deviceClient(t, port, sensor, V5);
       const typed = (contentType: string, payload: string) => new Promise<number>((resolve) => pub.publish(topic, payload, { qos: 1, properties: { contentType } }, (err) => resolve(err ? Number((err as { code?: number }).code) : 0)));
       t.equal(await typed('application/senml+json', senml('typed', 1)), 0, 'senml+json');
       t.equal(await typed('application/json', senml('typed', 2)), 0, 'plain JSON holding SenML');

@@ -3,8 +3,8 @@
 // counters), and the WebSocket's own rules (subprotocol mqtt, binary frames only, 426 without upgrade).
 import t from 'tap';
 import { WebSocket } from 'undici';
-import { insertTenant, startAuthService } from '../helpers/auth.js';
-import { grant, insertChannel, insertDevice } from '../messaging/helpers.js';
+import { startAuthService } from '../helpers/auth.js';
+import { twoWorkspaces } from '../messaging/helpers.js';
 import { BROKER_ENV, connect, deviceClient, inbox, publish, readMessages, sleep, subscribe, waitUntil } from './helpers.js';
 
 const senml = (n: string, v: number) => JSON.stringify([{ bn: 'urn:dev:ws:', n, u: 'Cel', v }]);
@@ -13,41 +13,33 @@ t.test('MQTT over WebSocket', async (t) => {
   const ts = await startAuthService(t, BROKER_ENV);
   const wsUrl = `${ts.url('messaging').replace('http:', 'ws:')}/mqtt`;
   const mqttPort = ts.service.ports.mqtt!;
-  const ws = await insertTenant(ts, 'ws-plant');
-  const otherWs = await insertTenant(ts, 'ws-other');
-  const ch = await insertChannel(ts, ws, 'ws channel');
-  const otherCh = await insertChannel(ts, otherWs, 'their channel');
-  const [pubsub, readOnly] = await Promise.all(['ws-sensor', 'ws-read-only'].map((n) => insertDevice(ts, ws, n)));
-  const foreign = await insertDevice(ts, otherWs, 'ws-foreign');
-  await grant(ts, ws, pubsub!.id, ch, ['publish', 'subscribe']);
-  await grant(ts, ws, readOnly!.id, ch, ['subscribe']);
-  await grant(ts, otherWs, foreign!.id, otherCh, ['publish', 'subscribe']);
+  const { ws, otherWs, channel: ch, otherChannel: otherCh, publisher: pubsub, subscriber: readOnly, foreign } = await twoWorkspaces(ts, 'mqtt-ws');
   const topic = `m/${ws}/c/${ch}`;
 
   await t.test('publish over WebSocket: stored with protocol mqtt, delivered to TCP and WebSocket subscribers', async (t) => {
-    const tcpSub = await deviceClient(t, mqttPort, readOnly!);
-    const wsSub = await deviceClient(t, wsUrl, readOnly!);
+    const tcpSub = await deviceClient(t, mqttPort, readOnly);
+    const wsSub = await deviceClient(t, wsUrl, readOnly);
     t.same(await subscribe(tcpSub, topic, 1), [1]);
     t.same(await subscribe(wsSub, topic, 1), [1]);
     const [tcpBox, wsBox] = [inbox(tcpSub), inbox(wsSub)];
-    const pub = await deviceClient(t, wsUrl, pubsub!, { protocolVersion: 5 });
+    const pub = await deviceClient(t, wsUrl, pubsub, { protocolVersion: 5 });
     await publish(pub, topic, senml('over-ws', 7), { qos: 1 });
     t.same(JSON.parse((await tcpBox.waitFor(1))[0]!.payload), JSON.parse(senml('over-ws', 7)));
     t.match((await wsBox.waitFor(1))[0], { topic, qos: 1 });
-    const read = await readMessages(ts, ws, ch, readOnly!.key);
-    t.match(read.messages.find((m) => m.name === 'urn:dev:ws:over-ws'), { protocol: 'mqtt', value: 7, publisher: pubsub!.id });
+    const read = await readMessages(ts, ws, ch, readOnly.key);
+    t.match(read.messages.find((m) => m.name === 'urn:dev:ws:over-ws'), { protocol: 'mqtt', value: 7, publisher: pubsub.id });
   });
 
   await t.test('the broker\'s refusals hold over WebSocket', async (t) => {
-    await t.rejects(connect(t, wsUrl, { username: pubsub!.id, password: `${pubsub!.key}x` }), { code: 4 }, 'a wrong key');
-    const before = (await readMessages(ts, ws, ch, readOnly!.key)).total;
-    const ro = await deviceClient(t, wsUrl, readOnly!);
+    await t.rejects(connect(t, wsUrl, { username: pubsub.id, password: `${pubsub.key}x` }), { code: 4 }, 'a wrong key');
+    const before = (await readMessages(ts, ws, ch, readOnly.key)).total;
+    const ro = await deviceClient(t, wsUrl, readOnly);
     await publish(ro, topic, senml('not-allowed', 1), { qos: 1 });
-    const intruder = await deviceClient(t, wsUrl, foreign!);
+    const intruder = await deviceClient(t, wsUrl, foreign);
     t.same(await subscribe(intruder, [topic, `m/${otherWs}/c/${otherCh}`], 1), [128, 1], "another workspace's channel refused, its own granted");
     await publish(intruder, topic, senml('intruder', 2), { qos: 1 });
     await sleep(150);
-    t.equal((await readMessages(ts, ws, ch, readOnly!.key)).total, before, 'nothing stored from a device without publish or of another workspace');
+    t.equal((await readMessages(ts, ws, ch, readOnly.key)).total, before, 'nothing stored from a device without publish or of another workspace');
   });
 
   await t.test('counted with the broker\'s MQTT connections and bytes', async (t) => {
@@ -55,7 +47,7 @@ t.test('MQTT over WebSocket', async (t) => {
       by_protocol: { mqtt: { connections: { current: number; total: number }; bytes: { received: number } } };
     };
     const before = (await stats()).by_protocol.mqtt;
-    await deviceClient(t, wsUrl, pubsub!);
+    await deviceClient(t, wsUrl, pubsub);
     const after = (await stats()).by_protocol.mqtt;
     // Total rather than current: the earlier subtests' clients may still be closing on the server side.
     t.equal(after.connections.total, before.connections.total + 1, 'the connection counted');
