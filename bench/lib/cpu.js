@@ -35,6 +35,30 @@ function readStat(pid) {
   return { pid: Number(pid), comm: text.slice(open + 1, close), ppid: Number(fields[1]), ticks };
 }
 
+/**
+ * Voluntary context switches of every thread of a process: each is a thread going to sleep (an event
+ * loop waiting in epoll, a worker waiting for work), so their count is the wake-ups the process paid for.
+ * @param {number} pid
+ */
+function readSleeps(pid) {
+  let total = 0;
+  let tasks;
+  try {
+    tasks = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return 0; // exited
+  }
+  for (const tid of tasks) {
+    try {
+      const m = /^voluntary_ctxt_switches:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/task/${tid}/status`, 'utf8'));
+      if (m) total += Number(m[1]);
+    } catch {
+      // the thread ended between readdir and read
+    }
+  }
+  return total;
+}
+
 function readAllStats() {
   const stats = [];
   for (const name of readdirSync('/proc')) {
@@ -46,7 +70,7 @@ function readAllStats() {
 }
 
 /**
- * @typedef {{wallNs: bigint, ticks: Record<string, number>, pids: Record<string, number[]>, machineBusyTicks: number}} CpuSnapshot
+ * @typedef {{wallNs: bigint, ticks: Record<string, number>, sleeps: Record<string, number>, pids: Record<string, number[]>, machineBusyTicks: number}} CpuSnapshot
  */
 
 /** Busy ticks of the whole machine (all cores) from /proc/stat: total minus idle and iowait. */
@@ -80,17 +104,20 @@ export function takeCpuSnapshot(roots, { includePostgres = true } = {}) {
   const ticks = {};
   /** @type {Record<string, number[]>} */
   const pids = {};
+  /** @type {Record<string, number>} */
+  const sleeps = {};
   for (const [group, root] of Object.entries(roots)) {
     const tree = collectTree(root, children).filter((pid) => byPid.get(pid)?.comm !== 'postgres');
     pids[group] = tree;
     ticks[group] = tree.reduce((sum, pid) => sum + (byPid.get(pid)?.ticks ?? 0), 0);
+    sleeps[group] = tree.reduce((sum, pid) => sum + readSleeps(pid), 0);
   }
   if (includePostgres) {
     const pg = stats.filter((s) => s.comm === 'postgres');
     pids.postgres = pg.map((s) => s.pid);
     ticks.postgres = pg.reduce((sum, s) => sum + s.ticks, 0);
   }
-  return { wallNs, ticks, pids, machineBusyTicks };
+  return { wallNs, ticks, sleeps, pids, machineBusyTicks };
 }
 
 /**
@@ -109,7 +136,7 @@ function collectTree(root, children) {
 }
 
 /**
- * CPU seconds per group between two snapshots, and the wall seconds between them.
+ * CPU seconds and thread sleeps per group between two snapshots, and the wall seconds between them.
  * @param {CpuSnapshot} before
  * @param {CpuSnapshot} after
  */
@@ -119,10 +146,13 @@ export function diffCpuSnapshots(before, after) {
   for (const group of Object.keys(after.ticks)) {
     cpuSeconds[group] = ((after.ticks[group] ?? 0) - (before.ticks[group] ?? 0)) / CLOCK_TICKS;
   }
+  /** @type {Record<string, number>} */
+  const sleeps = {};
+  for (const group of Object.keys(after.sleeps)) sleeps[group] = (after.sleeps[group] ?? 0) - (before.sleeps[group] ?? 0);
   const measured = Object.values(cpuSeconds).reduce((a, b) => a + b, 0);
   // CPU used by anything else (another test suite, a build): a large value means a contended run.
   const otherCpuSeconds = Math.max(0, (after.machineBusyTicks - before.machineBusyTicks) / CLOCK_TICKS - measured);
-  return { wallSeconds: Number(after.wallNs - before.wallNs) / 1e9, cpuSeconds, otherCpuSeconds };
+  return { wallSeconds: Number(after.wallNs - before.wallNs) / 1e9, cpuSeconds, sleeps, otherCpuSeconds };
 }
 
 /**

@@ -18,6 +18,9 @@ import { resultsDir } from './paths.js';
  * @property {Record<string, number>} serverCpuSeconds per group (service or bare, postgres)
  * @property {number|null} otherCpuSeconds machine CPU used outside server and generator during the window
  * @property {number|null} serverCpuPerRequestUs sum of serverCpuSeconds / requests, in µs
+ * @property {number|null} serverSleeps times a thread of the server process went to sleep (voluntary
+ *   context switches), PostgreSQL not included: the wake-ups it paid for
+ * @property {number|null} serverSleepsPerRequest serverSleeps / requests
  * @property {number|null} efficiency baseline CPU per request / this CPU per request
  * @property {{efficiency?: number, p99Us?: number} | null} target
  * @property {'PASS'|'MISS'|null} verdict
@@ -27,7 +30,7 @@ import { resultsDir } from './paths.js';
  * Combine a load result and a CPU window into the reported figures.
  * @param {{name: string, description?: string, target?: {efficiency?: number, p99Us?: number}}} scenario
  * @param {any} load fields of LoadResult (or what a run(ctx) scenario returned)
- * @param {{wallSeconds: number, cpuSeconds: Record<string, number>, otherCpuSeconds?: number} | null} cpu
+ * @param {{wallSeconds: number, cpuSeconds: Record<string, number>, sleeps?: Record<string, number>, otherCpuSeconds?: number} | null} cpu
  * @param {number | null} baselineCpuPerRequestUs null while measuring the baseline itself
  * @returns {ScenarioResult & Record<string, unknown>}
  */
@@ -46,6 +49,8 @@ export function buildResult(scenario, load, cpu, baselineCpuPerRequestUs) {
   const verdict = wanted === undefined && p99Bound === undefined ? null
     : (wanted === undefined || (efficiency !== null && efficiency >= wanted)) && p99Ok ? 'PASS' : 'MISS';
   const wallSeconds = load.wallSeconds ?? cpu?.wallSeconds ?? 0;
+  const { generator: _generatorSleeps, ...serverSleepGroups } = cpu?.sleeps ?? {};
+  const serverSleeps = load.serverSleeps ?? sumValues(serverSleepGroups);
   return {
     ...load,
     scenario: scenario.name,
@@ -61,6 +66,8 @@ export function buildResult(scenario, load, cpu, baselineCpuPerRequestUs) {
     serverCpuSeconds,
     otherCpuSeconds: load.otherCpuSeconds ?? cpu?.otherCpuSeconds ?? null,
     serverCpuPerRequestUs: cpuPerRequestUs,
+    serverSleeps,
+    serverSleepsPerRequest: serverSleeps !== null && requests > 0 ? serverSleeps / requests : null,
     baselineCpuPerRequestUs: baseline,
     efficiency,
     target,
@@ -112,9 +119,11 @@ export function poolRounds(scenario, pairs, connections) {
     generatorCpuShare: wallSeconds > 0 ? total(owns, (r) => (r.generatorCpuShare ?? 0) * r.wallSeconds) / wallSeconds : null,
     otherCpuSeconds: total(owns, (r) => r.otherCpuSeconds ?? 0),
     serverCpuSeconds,
+    serverSleeps: owns.every((r) => r.serverSleeps !== null) ? total(owns, (r) => /** @type {number} */ (r.serverSleeps)) : null,
     rounds: pairs.map(({ base, own }) => ({
       baselineCpuPerRequestUs: base.serverCpuPerRequestUs, serverCpuPerRequestUs: own.serverCpuPerRequestUs,
       efficiency: own.efficiency, reqPerSec: own.reqPerSec, p99Us: own.p99Us, errors: own.errors,
+      baselineSleepsPerRequest: base.serverSleepsPerRequest, serverSleepsPerRequest: own.serverSleepsPerRequest,
     })),
   };
   return { ...buildResult(scenario, load, null, baselineUs), connections };
@@ -137,6 +146,7 @@ const COLUMNS = [
   ['pg cpu', (r) => fmt(r.serverCpuSeconds.postgres, 2)],
   ['other cpu', (r) => fmt(r.otherCpuSeconds, 2)],
   ['cpu µs/req', (r) => fmt(r.serverCpuPerRequestUs, 2)],
+  ['sleeps/req', (r) => fmt(r.serverSleepsPerRequest, 2)],
   ['efficiency', (r) => fmt(r.efficiency, 2)],
   ['target', (r) => (r.verdict === null ? '' : `${targetText(r.target)} ${r.verdict}`)],
 ];
