@@ -7,10 +7,10 @@
 // connection of its own (one session's notifications arrive in the order sent), each notification
 // saying where one publish ends and the next begins, so the receiving instance hands its subscribers the
 // publishes as they were made (an MQTT subscriber gets one PUBLISH per publish, as it would here). A
-// channel nobody elsewhere watches costs one map lookup. Best effort, like the subscriptions themselves: what is relayed
-// while a LISTEN connection is down is not replayed (the reader has every message). MQTT subscribers are
-// fed from here too when the broker has no shared backend (src/mqtt/remote-watch.ts); with Redis, its
-// emitter carries messages between the instances' brokers instead.
+// channel nobody elsewhere watches costs one map lookup. Best effort, like the subscriptions themselves:
+// what is relayed while a LISTEN connection is down is not replayed (the reader has every message). MQTT
+// subscribers are fed from here too when the broker has no shared backend (src/mqtt/remote-watch.ts);
+// with Redis, its emitter carries messages between the instances' brokers instead.
 import { randomUUID } from 'node:crypto';
 import type { Sql } from '../db/client.js';
 import type { NotifyHub } from '../db/notify-hub.js';

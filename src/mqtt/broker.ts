@@ -153,6 +153,17 @@ export async function createMqttBroker(deps: MqttDeps): Promise<MqttBroker> {
   // instance's broker published them to every instance's subscribers); without it, through the relay,
   // which sends them here because the subscriptions are watched. One PUBLISH per publish either way.
   const stopWatching = backend.shared ? () => undefined : watchSubscribedChannels(broker, deps.messaging.watch);
+  // aedes gives the session store every filter of a SUBSCRIBE each time one of them is granted, refused
+  // ones included: only the granted are stored (and, this wrapper being outermost, watched), so a refused
+  // filter neither lives in a persistent session nor costs relay traffic.
+  const store = (broker as unknown as { persistence: { addSubscriptions(client: Client, subs: { topic: string }[]): Promise<void> } }).persistence;
+  const addSubscriptions = store.addSubscriptions.bind(store);
+  store.addSubscriptions = (client, subs) => {
+    const granted = subs.filter((sub) => hooks.granted(client, sub.topic));
+    return granted.length > 0 ? addSubscriptions(client, granted) : Promise.resolve();
+  };
+  broker.on('subscribe', (subs, client) => hooks.subscribed(client, subs.map((sub) => sub.topic)));
+  broker.on('unsubscribe', (topics, client) => hooks.subscribed(client, topics));
   const stopFanOut = deps.messaging.onStored((messages, source) => {
     const first = messages[0];
     if (!first || broker.closed || (source.remote === true ? backend.shared : first.protocol === 'mqtt')) return;

@@ -21,6 +21,12 @@ interface Session {
   topics: Map<string, ChannelTopic | null>;
   /** Settles when every earlier PUBLISH of this client has been answered: keeps PUBACKs in order. */
   tail: Promise<void>;
+  /**
+   * Filters of SUBSCRIBEs not completed yet, being decided or granted. aedes decides every filter of a
+   * packet at once, before adding any: counted with those held, they keep a packet of many filters
+   * within the bound; and the session store is given only the granted ones.
+   */
+  filters: Map<string, 'deciding' | 'granted'>;
 }
 
 export interface HookDeps {
@@ -100,7 +106,7 @@ export function createHooks(deps: HookDeps) {
       // (its subscriptions and queued messages). Scoping the id by the authenticated device keeps one
       // device from reaching another's session; aedes reads client.id only after this hook.
       (client as { id: string }).id = `${identity.entityId}/${client.id}`;
-      sessions.set(client, { identity, key, checkedAt: Date.now(), topics: new Map(), tail: Promise.resolve() });
+      sessions.set(client, { identity, key, checkedAt: Date.now(), topics: new Map(), tail: Promise.resolve(), filters: new Map() });
       holdDeliveriesUntilConnack(client);
       done(null, true);
     }, (err: unknown) => {
@@ -209,13 +215,18 @@ export function createHooks(deps: HookDeps) {
     }
     // A new filter beyond the bound is refused like a denied one (0x80); one already held may be renewed.
     const held = (client as Client & { subscriptions: Record<string, unknown> }).subscriptions;
-    if (!(sub.topic in held) && Object.keys(held).length >= deps.maxSubscriptions) {
+    if (!(sub.topic in held) && !session.filters.has(sub.topic) && heldOrPending(held, session.filters) >= deps.maxSubscriptions) {
       log.debug('mqtt subscription refused: too many held', { clientId: client.id, max: deps.maxSubscriptions });
       return done(null, null);
     }
+    session.filters.set(sub.topic, 'deciding');
     messaging.authorizeSubscribe({ device: session.identity }, filter.workspaceId, filter.channelId).then(
-      () => done(null, sub),
+      () => {
+        session.filters.set(sub.topic, 'granted');
+        done(null, sub);
+      },
       (err: unknown) => {
+        session.filters.delete(sub.topic);
         const appErr = toAppError(err);
         if (isTransient(appErr)) log.warn('mqtt subscribe authorization unavailable', { err: appErr.message });
         else metrics.counters.errors.authz++;
@@ -230,6 +241,13 @@ export function createHooks(deps: HookDeps) {
     authorizePublish,
     authorizeSubscribe,
     isDropped: (packet: object) => dropped.has(packet),
+    /** Whether the client's SUBSCRIBE being completed was granted this filter (what its session may store). */
+    granted: (client: Client, topic: string) => sessions.get(client)?.filters.get(topic) === 'granted',
+    /** The client's SUBSCRIBE (or restored session) completed: its filters are held now, or were refused. */
+    subscribed(client: Client, topics: readonly string[]): void {
+      const filters = sessions.get(client)?.filters;
+      if (filters) for (const topic of topics) filters.delete(topic);
+    },
     identityOf: (client: Client) => sessions.get(client)?.identity,
     keyOf: (client: Client) => sessions.get(client)?.key,
     /** Resolves when every PUBLISH being stored has been answered (shutdown waits for this). */
@@ -240,6 +258,13 @@ export function createHooks(deps: HookDeps) {
 }
 
 const isV5 = (client: Client) => (client as { version?: number }).version === 5;
+
+/** Filters held plus those of SUBSCRIBEs still being completed that are not held yet. */
+function heldOrPending(held: Record<string, unknown>, pending: ReadonlyMap<string, unknown>): number {
+  let n = Object.keys(held).length;
+  for (const topic of pending.keys()) if (!(topic in held)) n++;
+  return n;
+}
 
 /** A refusal already counted here: the broker's clientError listener must not count it again. */
 export function counted(err: Error): Error {

@@ -120,6 +120,16 @@ t.test('MQTT broker hooks, delivery and sessions', async (t) => {
     await new Promise<void>((r) => client.end(true, {}, () => r()));
   });
 
+  await t.test('one SUBSCRIBE of many filters stays within the bound too (its filters are decided together)', async (t) => {
+    const client = await deviceClient(t, port, b!);
+    t.same(await subscribe(client, Array.from({ length: 8 }, (_, i) => `${topic}/p${i}`), 1), [1, 1, 1, 1, 1, 128, 128, 128], 'five granted, three refused');
+    t.same(await subscribe(client, `${topic}/p9`, 1), [128], 'and none beyond afterwards');
+    t.same(await subscribe(client, `${topic}/p0`, 0), [0], 'a held one may be renewed');
+    await new Promise<void>((r) => client.unsubscribe(`${topic}/p1`, () => r()));
+    t.same(await subscribe(client, `${topic}/p9`, 1), [1], 'an UNSUBSCRIBE makes room');
+    await new Promise<void>((r) => client.end(true, {}, () => r()));
+  });
+
   await t.test('QoS 1 publish is stored before it is acknowledged and forwarded', async (t) => {
     const sub = await deviceClient(t, port, b!);
     t.same(await subscribe(sub, `${topic}/#`, 1), [1]);
@@ -368,8 +378,9 @@ t.test("without a shared backend, the channels subscriptions cover stay watched,
     await waitUntil(() => script.watched.size === 0, 2000, 'nothing held from before');
     const clientId = `away-${Date.now()}`;
     const first = await deviceClient(t, port, d!, { clientId, clean: false });
-    await subscribe(first, topic, 1);
-    t.same(watches(), { [CH]: 2 }, 'the connection and the stored session');
+    const refused = `m/${WS}/c/6f1c9d2e-4444-4a55-9d55-000000000004`;
+    t.same(await subscribe(first, [topic, refused], 1), [1, 128]);
+    t.same(watches(), { [CH]: 2 }, 'the connection and the stored session; the refused filter neither stored nor watched');
     await closeClient(first);
     await waitUntil(() => script.watched.get(CH) === 1, 2000, 'the connection released it');
     script.remote('http', CH, [{ n: 'while-away', v: 6 }]);
