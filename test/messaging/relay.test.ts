@@ -12,7 +12,15 @@ import { waitUntil } from '../helpers/wait.js';
 const WS = '6f1c9d2e-1111-4a55-9d55-000000000001';
 const CH = '6f1c9d2e-2222-4a55-9d55-000000000002';
 const OTHER = '6f1c9d2e-2222-4a55-9d55-000000000003';
-const tick = (ms = 20) => new Promise((r) => setTimeout(r, ms));
+/**
+ * Waits ms, then a few turns of the event loop: the relay and the stand-in hub pass everything on with
+ * setImmediate, so those turns carry an announcement or a notification through even when this process
+ * was held off the CPU for longer than ms (a timer that fired late runs before the pending immediates).
+ */
+async function tick(ms = 20): Promise<void> {
+  await new Promise((r) => setTimeout(r, ms));
+  for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+}
 
 function message(i: number, extra: Partial<StoredMessage> = {}): StoredMessage {
   return {
