@@ -47,6 +47,12 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
     introspection: r.bool('SVC_GRAPHQL_INTROSPECTION_ENABLED', false),
     maxDepth: r.int('SVC_GRAPHQL_MAX_DEPTH', 20, 1, 1000),
     maxComplexity: r.int('SVC_GRAPHQL_MAX_COMPLEXITY', 1000, 1, 1_000_000),
+    // Checked before any validation rule expands a fragment (src/graphql/limits.ts): each bound caps the
+    // work a document can ask of the check itself.
+    maxTokens: r.int('SVC_GRAPHQL_MAX_TOKENS', 10_000, 100, 1_000_000),
+    maxNesting: r.int('SVC_GRAPHQL_MAX_NESTING', 64, 8, 1000),
+    maxFragments: r.int('SVC_GRAPHQL_MAX_FRAGMENTS', 100, 0, 10_000),
+    maxAliases: r.int('SVC_GRAPHQL_MAX_ALIASES', 100, 0, 10_000),
     bodyLimitBytes: r.int('SVC_GRAPHQL_BODY_LIMIT_BYTES', 1_048_576, 1024),
     compiledQueryCacheSize: r.int('SVC_GRAPHQL_QUERY_CACHE_SIZE', 1000, 1, 1_000_000),
   };
@@ -107,10 +113,15 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
   const authRuntime = {
     adminEntityId: r.string('SVC_ADMIN_ENTITY_ID', r.optional('ADMIN_ENTITY_ID') ?? '00000000-0000-0000-0000-000000000001'),
     allowUnverifiedEmailLogin: r.bool('SVC_ALLOW_UNVERIFIED_EMAIL_LOGIN', false),
-    loginFailureIpLimit: r.int('SVC_LOGIN_FAILURE_IP_LIMIT', 100, 1, 1_000_000),
+    // A NAT of many users shares one address: its ceiling counts failures of every identity there
+    // (src/auth/login-throttle.ts); one identity's guesses are slowed per address and overall.
+    loginFailureIpLimit: r.int('SVC_LOGIN_FAILURE_IP_LIMIT', 1000, 1, 1_000_000),
+    loginIdentifierFailureLimit: r.int('SVC_LOGIN_IDENTIFIER_FAILURE_LIMIT', 20, 1, 1_000_000),
     tokenCacheSize: r.int('SVC_AUTH_TOKEN_CACHE_SIZE', 10_000, 1, 10_000_000),
     tokenCacheTtlSecs: r.int('SVC_AUTH_TOKEN_CACHE_TTL_SECS', 300, 1, 86_400),
     deviceKeyCacheSize: r.int('SVC_DEVICE_KEY_CACHE_SIZE', 100_000, 1, 10_000_000),
+    // Tenants by id and alias for the runtime credential check (gRPC AuthenticateCredential).
+    tenantCacheSize: r.int('SVC_AUTH_TENANT_CACHE_SIZE', 10_000, 1, 10_000_000),
     trustedOrigins: r.list('SVC_TRUSTED_ORIGINS'),
   };
   if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(authRuntime.adminEntityId)) {
@@ -139,6 +150,8 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
   const customEndpoints = {
     bodyLimitBytes: r.int('SVC_CUSTOM_ENDPOINT_BODY_LIMIT_BYTES', 1_048_576, 1024),
     timeoutMs: r.int('SVC_CUSTOM_ENDPOINT_TIMEOUT_MS', 5000, 1, 600_000),
+    // Each summary of an execution record (request, response) is kept whole up to this size, else cut.
+    logSummaryMaxBytes: r.int('SVC_CUSTOM_ENDPOINT_LOG_SUMMARY_MAX_BYTES', 16_384, 256, 1_048_576),
   };
 
   // Authorization engine (issue 3): decision cache bounds, cross-instance staleness cap, check audit.
@@ -206,6 +219,9 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
     },
     // Unfinished CoAP block-wise uploads are held before anyone is authenticated: a bound on them all.
     coapMaxBlockBytesHeld: r.int('SVC_COAP_MAX_BLOCK_BYTES_HELD', 16_777_216, 1024, 1 << 30),
+    // An upload whose next block does not come within this lets its room go (a client retransmits a lost
+    // block after 2-3 s, then 4-6 s: 15 s outlasts two losses; EXCHANGE_LIFETIME, 247 s, is the most).
+    coapBlockTimeoutSecs: r.int('SVC_COAP_BLOCK_TIMEOUT_SECS', 15, 1, 247),
     // CoAP observations (subscriptions) are held in memory per instance: bounded overall and per device.
     coapMaxObservations: r.int('SVC_COAP_MAX_OBSERVATIONS', 10_000, 1, 1_000_000),
     coapMaxObservationsPerDevice: r.int('SVC_COAP_MAX_OBSERVATIONS_PER_DEVICE', 16, 1, 100_000),
@@ -224,11 +240,18 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
   if (broker.nodeStaleMs <= broker.nodeHeartbeatMs) r.problem('SVC_NODE_STALE_MS must exceed SVC_NODE_HEARTBEAT_MS');
   if (broker.redisUrl && !/^rediss?:$/.test(new URL(broker.redisUrl).protocol)) r.problem('SVC_REDIS_URL must be a redis:// or rediss:// URL');
 
-  // gRPC runtime listener (issue 3): plaintext unless a certificate and key are given; a client CA adds mTLS.
+  // gRPC runtime listener (issues 3, 28): plaintext unless a certificate and key are given; a client CA adds
+  // mTLS. A message over the size limit is refused with RESOURCE_EXHAUSTED before it is decoded; keepalive
+  // pings find dead peers (a protocol adapter holds one channel for hours); the stream cap bounds the
+  // calls one connection may have in flight.
   const grpc = {
     tlsCertPath: r.optional('SVC_GRPC_TLS_CERT_PATH'),
     tlsKeyPath: r.optional('SVC_GRPC_TLS_KEY_PATH'),
     clientCaPath: r.optional('SVC_GRPC_TLS_CLIENT_CA_PATH'),
+    maxMessageBytes: r.int('SVC_GRPC_MAX_MESSAGE_BYTES', 65_536, 1024, 16_777_216),
+    keepaliveTimeMs: r.int('SVC_GRPC_KEEPALIVE_TIME_MS', 7_200_000, 1000, 86_400_000),
+    keepaliveTimeoutMs: r.int('SVC_GRPC_KEEPALIVE_TIMEOUT_MS', 20_000, 100, 3_600_000),
+    maxConcurrentStreams: r.int('SVC_GRPC_MAX_CONCURRENT_STREAMS', 1000, 1, 2_147_483_647),
   };
   if (!grpc.tlsCertPath !== !grpc.tlsKeyPath) r.problem('SVC_GRPC_TLS_CERT_PATH and SVC_GRPC_TLS_KEY_PATH must be set together');
   if (grpc.clientCaPath && !grpc.tlsCertPath) r.problem('SVC_GRPC_TLS_CLIENT_CA_PATH needs SVC_GRPC_TLS_CERT_PATH and SVC_GRPC_TLS_KEY_PATH');
@@ -236,6 +259,8 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
   const config = {
     env: r.oneOf('NODE_ENV', ['development', 'production', 'test'] as const, 'development'),
     logLevel: r.oneOf('SVC_LOG_LEVEL', LOG_LEVELS, 'info'),
+    // The build's source revision, shown to platform administrators by systemStatus (unset: null).
+    revision: r.optional('SVC_REVISION') ?? null,
     publicBaseUrl,
     listeners,
     listenersAtDefault,
@@ -314,11 +339,22 @@ function loadPkiConfig(r: ReturnType<typeof createReader>, publicBaseUrl: string
     if (!enrollment.tlsCertPath) r.problem('SVC_PKI_ENROLLMENT_TLS_CERT_PATH is required when enrollment is enabled');
     if (!enrollment.tlsKeyPath) r.problem('SVC_PKI_ENROLLMENT_TLS_KEY_PATH is required when enrollment is enabled');
   }
+  const rootCertPath = r.optional('SVC_PKI_ROOT_CERT_PATH');
+  const platformIntermediateCertPath = r.optional('SVC_PKI_PLATFORM_INTERMEDIATE_CERT_PATH');
+  const platformIntermediateKeyPath = r.optional('SVC_PKI_PLATFORM_INTERMEDIATE_KEY_PATH');
+  if (!platformIntermediateCertPath !== !platformIntermediateKeyPath) {
+    r.problem('SVC_PKI_PLATFORM_INTERMEDIATE_CERT_PATH and SVC_PKI_PLATFORM_INTERMEDIATE_KEY_PATH must be set together');
+  }
+  if (platformIntermediateCertPath && !rootCertPath) r.problem('SVC_PKI_PLATFORM_INTERMEDIATE_CERT_PATH needs SVC_PKI_ROOT_CERT_PATH (the root it chains to)');
   return {
     publicBaseUrl,
-    rootCertPath: r.optional('SVC_PKI_ROOT_CERT_PATH'),
-    platformIntermediateCertPath: r.optional('SVC_PKI_PLATFORM_INTERMEDIATE_CERT_PATH'),
-    platformIntermediateKeyPath: r.optional('SVC_PKI_PLATFORM_INTERMEDIATE_KEY_PATH'),
+    rootCertPath,
+    platformIntermediateCertPath,
+    platformIntermediateKeyPath,
+    // Authorities the service makes itself (platform leaf issuer, tenant intermediates): key type and lifetime
+    // (capped by the platform intermediate's own notAfter).
+    authorityKeyAlgorithm: r.oneOf('SVC_PKI_AUTHORITY_KEY_ALGORITHM', ['ecdsa-p256', 'ecdsa-p384', 'rsa-2048', 'rsa-3072', 'rsa-4096', 'ed25519'] as const, 'ecdsa-p256'),
+    authorityTtlSecs: r.int('SVC_PKI_AUTHORITY_TTL_SECS', 94_608_000, 3600, 946_080_000),
     caKeyBackend: backend,
     caKeyEncryptionKey: caKek,
     caKeyEncryptionKeyId: r.string('SVC_PKI_CA_KEY_ENCRYPTION_KEY_ID', 'local-ca:v1'),

@@ -6,7 +6,8 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { createAuditWriter, type AuditWriter } from './audit/writer.js';
 import { authzGraphqlModule, authzGrpcService, createAuthz, createCheckRuntime, registerAuthzRoutes, type AuthzService } from './authz/index.js';
-import { createAuth, createLogMailer, type Auth, type Mailer } from './auth/index.js';
+import { aliasGrpcService, createAliasService } from './aliases/index.js';
+import { authGrpcService, createAuth, createLogMailer, type Auth, type Mailer } from './auth/index.js';
 import { ConfigError, describeConfig, loadConfig, type Addr, type Config } from './config.js';
 import { createGenericPlanPool, createPool, type Sql } from './db/client.js';
 import { startEmbeddedPostgres } from './db/embedded.js';
@@ -17,8 +18,9 @@ import type { Authenticate } from './graphql/context.js';
 import { createGraphqlExecutor, type GraphqlExecutor } from './graphql/executor.js';
 import { registerGraphqlRoute } from './graphql/http.js';
 import { buildSchema } from './graphql/schema.js';
-import { createGrpcServer } from './grpc/server.js';
+import { createGrpcServer, type GrpcServer } from './grpc/server.js';
 import { registerHealthRoutes } from './health/routes.js';
+import { healthGraphqlModule } from './health/resolvers.js';
 import { createHealth } from './health/service.js';
 import { createRateLimiter, type RateLimiter } from './http/rate-limit.js';
 import { createHttpServer, type HttpServer } from './http/server.js';
@@ -26,6 +28,8 @@ import { nativeUws } from './http/uws.js';
 import { createLogger, type Logger } from './log.js';
 import { migrationsDir, projectRoot } from './paths.js';
 import { createWorkerPool, type WorkerPool } from './worker-pool.js';
+import { caKeysWorkerData, createCaKeys, type CaKeys } from './pki/keys/index.js';
+import { createPki, type Pki } from './pki/index.js';
 import { createIdentityService, identityGraphqlModule } from './identity/index.js';
 import { createProfilesService, profilesGraphqlModule } from './profiles/index.js';
 import { createMembersService, createTenantsService, tenantsGraphqlModule } from './tenants/index.js';
@@ -40,6 +44,7 @@ import { createNodeRegistry, registerBrokerAdminRoutes, type NodeRegistry } from
 import { createCoapServer } from './coap/index.js';
 import { createMqttBroker, registerMqttWebSocket, type MqttBroker } from './mqtt/index.js';
 import { readPemFile } from './pem-files.js';
+import { createCustomEndpoints, type CustomEndpoints } from './custom-endpoints/index.js';
 
 export type ListenerName = 'http' | 'messaging' | 'reader' | 'broker_admin' | 'mqtt' | 'mqtts' | 'coap' | 'grpc';
 
@@ -50,13 +55,21 @@ export interface Service {
   hub: NotifyHub;
   audit: AuditWriter;
   workers: WorkerPool;
+  /** The certificate authority's keys (both backends), signing in the worker pool. */
+  caKeys: CaKeys;
+  /** The certificate authority: issuance, revocation and lookups for every entry point. */
+  pki: Pki;
   graphql: GraphqlExecutor;
   authz: AuthzService;
   auth: Auth;
   limiter: RateLimiter;
   messaging: MessagingService;
+  /** Custom API endpoints: routing table, execution log. */
+  customEndpoints: CustomEndpoints;
   /** This instance in the cluster node registry; isLeader() gates single-runner jobs of any domain. */
   registry: NodeRegistry;
+  /** The gRPC listener, when SVC_GRPC_ADDR is not off (its call counters are read by tests). */
+  grpc?: GrpcServer;
   /** The MQTT broker, when SVC_MQTT_ADDR is not off. */
   mqtt: MqttBroker | undefined;
   /** Bound ports by listener (port 0 in config resolves to the real one here). */
@@ -103,10 +116,14 @@ export async function startService(env: Record<string, string | undefined>, opti
     const audit = createAuditWriter(sql, config.audit, log);
     closers.push({ name: 'audit writer', close: () => audit.close() });
 
-    const workers = createWorkerPool(config.workers);
+    const caKeysData = caKeysWorkerData(config.pki);
+    const workers = createWorkerPool({ ...config.workers, workerData: { caKeys: caKeysData }, keepThreads: caKeysData.pkcs11 !== null });
     closers.push({ name: 'worker pool', close: () => workers.close() });
+    // With PKCS#11 configured this opens the token: a wrong module, label or PIN stops the start here.
+    const caKeys = await createCaKeys({ workers, config: config.pki, log });
+    closers.push({ name: 'ca keys', close: () => caKeys.close() });
 
-    const health = createHealth(version);
+    const health = createHealth({ version, revision: config.revision });
     health.register('database', async () => {
       await sql`select 1`;
       return { status: 'ok' };
@@ -119,8 +136,19 @@ export async function startService(env: Record<string, string | undefined>, opti
       const r = await workers.run<{ ok: boolean }>('ping', { at: Date.now() });
       return r.ok ? { status: 'ok' } : { status: 'error', message: 'worker did not answer' };
     });
+    health.register('ca_keys', () => {
+      const d = caKeys.describe();
+      return d.status === 'ok' ? { status: 'ok' } : { status: 'degraded', message: String(d.message) };
+    });
     health.register('notifications', () => (hub.connected ? { status: 'ok' } : { status: 'degraded', message: 'LISTEN connection down; caches expire by TTL' }));
-    health.describe('db_pool', () => ({ max_connections: config.database.poolMax, connect_timeout_secs: config.database.connectTimeoutSecs, idle_timeout_secs: config.database.idleTimeoutSecs, max_lifetime_secs: config.database.maxLifetimeSecs }));
+    // Details for platform readers only (GraphQL systemStatus); GET /health shows component states.
+    // postgres.js keeps no minimum, has no acquire timeout and shows no open/idle counts: null, not guessed.
+    health.describe('db_pool', () => ({
+      max_connections: config.database.poolMax, min_connections: 0, acquire_timeout_secs: null, connect_timeout_secs: config.database.connectTimeoutSecs,
+      idle_timeout_secs: config.database.idleTimeoutSecs, max_lifetime_secs: config.database.maxLifetimeSecs, size: null, idle: null,
+    }));
+    // Audit entries are kept until the operator purges them: no retention job runs.
+    health.describe('audit_retention', () => ({ enabled: false, days: null, cleanup_interval_secs: null, cleanup_batch_size: null, last_cleanup: null }));
     health.describe('rate_limits', () => ({
       enabled: config.rateLimits.enabled,
       policies: Object.entries(config.rateLimits.policies).map(([category, p]) => ({ category, max_requests: p.max, window_secs: p.windowSecs })),
@@ -154,10 +182,24 @@ export async function startService(env: Record<string, string | undefined>, opti
       await auth.invalidate(toAuthInvalidation(change));
     };
     const lists = config.lists;
+    // The certificate authority (issue 25): authorities from configuration, tenant issuers, issuance, revocation.
+    const pki = createPki({
+      sql, hub, authz, audit, keys: caKeys, workers, log: log.child({ component: 'pki' }),
+      settings: {
+        publicBaseUrl: config.publicBaseUrl, rootCertPath: config.pki.rootCertPath,
+        platformIntermediateCertPath: config.pki.platformIntermediateCertPath, platformIntermediateKeyPath: config.pki.platformIntermediateKeyPath,
+        caKeyBackend: config.pki.caKeyBackend, authorityKeyAlgorithm: config.pki.authorityKeyAlgorithm, authorityTtlSecs: config.pki.authorityTtlSecs,
+        maxCsrBytes: config.pki.enrollment.maxCsrBytes, generatedKeyIssuance: config.pki.generatedKeyIssuanceEnabled, lists,
+        pkcs11MaxInFlight: config.pki.pkcs11.maxInFlight,
+      },
+    });
+    await pki.init();
+    closers.push({ name: 'pki', close: () => pki.close() });
     const profiles = createProfilesService({ sql, authz, audit, lists });
-    const identity = createIdentityService({ sql, authz, audit, invalidate, lists, profiles });
+    const identity = createIdentityService({ sql, authz, audit, invalidate, lists, profiles, certificates: pki.entityHooks });
     const tenants = createTenantsService({
       sql, authz, audit, invalidate, lists, retentionSecs: config.tenantRetentionSecs, seedTenant: profiles.seedTenant,
+      certificates: pki.tenantHooks,
     });
     const members = createMembersService({
       sql, authz, audit, tenants, invalidate, lists, mailer,
@@ -171,17 +213,34 @@ export async function startService(env: Record<string, string | undefined>, opti
     const roles = createRoleService({ sql, authz, audit, invalidate, lists });
     const roleAssignments = createAssignmentService({ sql, authz, audit, invalidate, lists });
     const auditReader = createAuditReader({ sql, authz, audit, lists });
+    // Custom endpoints run their operations through the executor built below from the schema they extend.
+    let graphqlExecutor: GraphqlExecutor | undefined;
+    const customEndpoints = createCustomEndpoints({
+      sql, hub, authz, audit, log, lists, settings: config.customEndpoints, logWriter: config.audit,
+      executor: () => {
+        if (!graphqlExecutor) throw new Error('custom endpoints used before the GraphQL executor exists');
+        return graphqlExecutor;
+      },
+    });
+    closers.push({ name: 'custom endpoints', close: () => customEndpoints.close() });
 
     const schema = buildSchema([baseGraphqlModule(), auth.graphqlModule(), authzGraphqlModule(authzRuntime),
       identityGraphqlModule(identity), tenantsGraphqlModule(tenants, members), profilesGraphqlModule(profiles),
       resourcesGraphqlModule(resources), groupsGraphqlModule(groups, groupMembership),
-      rolesGraphqlModule(roles, roleAssignments), policiesGraphqlModule(policies), auditGraphqlModule(auditReader)]);
+      rolesGraphqlModule(roles, roleAssignments), policiesGraphqlModule(policies), auditGraphqlModule(auditReader),
+      healthGraphqlModule(health, authz), pki.graphqlModule(), customEndpoints.graphqlModule()]);
     const graphql = createGraphqlExecutor(schema, {
       introspection: config.graphql.introspection,
       maxDepth: config.graphql.maxDepth,
       maxComplexity: config.graphql.maxComplexity,
+      maxTokens: config.graphql.maxTokens,
+      maxNesting: config.graphql.maxNesting,
+      maxFragments: config.graphql.maxFragments,
+      maxAliases: config.graphql.maxAliases,
       cacheSize: config.graphql.compiledQueryCacheSize,
     }, log);
+    graphqlExecutor = graphql;
+    await customEndpoints.start();
 
     const servers = new Map<ListenerName, { server: HttpServer; addr: NonNullable<Addr> }>();
     const http = createHttpServer('http', log);
@@ -191,6 +250,7 @@ export async function startService(env: Record<string, string | undefined>, opti
     const bearer = { authenticate, peek: auth.peekBearer };
     registerAuthzRoutes(http, { runtime: authzRuntime, auth: bearer, bodyLimit: config.authz.bodyLimitBytes });
     registerAuditRoutes(http, { reader: auditReader, auth: bearer });
+    customEndpoints.registerRoutes(http, { auth: bearer, limiter: config.rateLimits.enabled ? limiter : undefined });
     if (config.listeners.http) servers.set('http', { server: http, addr: config.listeners.http });
     const deviceAuth = { authenticate, authenticateDeviceKey: auth.authenticateDeviceKey };
     const ingest = createHttpServer('messaging', log);
@@ -228,11 +288,20 @@ export async function startService(env: Record<string, string | undefined>, opti
       closers.push({ name: `${name} listener`, close: () => server.close() });
       log.info('listening', { listener: name, host: addr.host, port: ports[name] });
     }
+    let grpc: GrpcServer | undefined;
     if (config.listeners.grpc) {
-      const grpc = createGrpcServer(log, config.grpc);
-      grpc.addService('AuthzService', authzGrpcService({ runtime: authzRuntime, authenticate, log }));
-      ports.grpc = await grpc.listen(config.listeners.grpc.host, config.listeners.grpc.port);
-      closers.push({ name: 'grpc listener', close: () => grpc.close(config.shutdownTimeoutSecs * 1000) });
+      const server = createGrpcServer(log, config.grpc);
+      grpc = server;
+      const { unary } = server;
+      const verifyToken = auth.verifyToken;
+      const admit = authzRuntime.admitCaller;
+      server.addService('AuthzService', authzGrpcService({ runtime: authzRuntime, verifyToken, unary }));
+      server.addService('AuthService', authGrpcService({ verifyToken, authenticateCredential: auth.authenticateCredential, admit, unary }));
+      server.addService('AliasService', aliasGrpcService({ aliases: createAliasService({ sql, admit }), verifyToken, unary }));
+      // CertificateService is declared in the proto but not added yet: grpc-js answers UNIMPLEMENTED until
+      // the certificate authority adds its implementation here with one addService call.
+      ports.grpc = await server.listen(config.listeners.grpc.host, config.listeners.grpc.port);
+      closers.push({ name: 'grpc listener', close: () => server.close(config.shutdownTimeoutSecs * 1000) });
       log.info('listening', { listener: 'grpc', host: config.listeners.grpc.host, port: ports.grpc });
     }
     /** Binds a protocol listener; one left at its default address steps aside when the port is taken. */
@@ -265,7 +334,7 @@ export async function startService(env: Record<string, string | undefined>, opti
       const addr = config.listeners.coap;
       const coap = createCoapServer({
         messaging, log, authenticateDeviceKey: auth.authenticateDeviceKey,
-        blocks: { maxMessageBytes: config.messaging.maxMessageBytes, maxHeldBytes: b.coapMaxBlockBytesHeld },
+        blocks: { maxMessageBytes: config.messaging.maxMessageBytes, maxHeldBytes: b.coapMaxBlockBytesHeld, timeoutMs: b.coapBlockTimeoutSecs * 1000 },
         observe: { maxObservations: b.coapMaxObservations, maxPerDevice: b.coapMaxObservationsPerDevice, revalidateSecs: b.coapRevalidateSecs },
       });
       ports.coap = await bindProtocol('coap', 'SVC_COAP_ADDR', addr, () => coap.listen(addr.host, addr.port));
@@ -273,12 +342,12 @@ export async function startService(env: Record<string, string | undefined>, opti
     }
     await registry.start(b.nodeAddress ?? `${hostname()}:${ports.mqtt ?? ports.broker_admin ?? ports.http ?? 0}`);
     closers.push({ name: 'node registry', close: () => registry.stop() });
-    health.describe('http_ready', () => ports.http !== undefined);
-    health.describe('grpc_ready', () => ports.grpc !== undefined);
+    health.describe('http_ready', () => ports.http !== undefined, { public: true });
+    health.describe('grpc_ready', () => ports.grpc !== undefined, { public: true });
 
     let stopping: Promise<void> | undefined;
     const service: Service = {
-      config, log, sql, hub, audit, workers, graphql, authz, auth, limiter, messaging, registry, mqtt, ports,
+      config, log, sql, hub, audit, workers, caKeys, pki, graphql, authz, auth, limiter, messaging, customEndpoints, registry, mqtt, grpc, ports,
       stop() {
         return (stopping ??= (async () => {
           log.info('stopping: no new connections; finishing requests in flight');

@@ -5,27 +5,42 @@ import { AppError, rateLimited } from './errors.js';
 import { workersDir } from './paths.js';
 
 export interface WorkerPool {
-  /** Runs an exported task of workers/index; a full queue answers RATE_LIMITED instead of growing memory. */
-  run<T>(task: string, input: unknown): Promise<T>;
+  /**
+   * Runs an exported task of workers/index; a full queue answers RATE_LIMITED instead of growing memory.
+   * Aborting `signal` while the task runs terminates its thread (piscina starts another): the way out of a
+   * thread stuck in a native call; the task then fails with UNAVAILABLE.
+   */
+  run<T>(task: string, input: unknown, options?: { signal?: AbortSignal }): Promise<T>;
   readonly stats: { threads: number; queued: number; completed: number };
+  /** The most threads the pool runs (SVC_WORKER_THREADS): how many tasks can make progress at once. */
+  readonly size: number;
   close(): Promise<void>;
 }
 
-export function createWorkerPool(options: { threads: number; maxQueue: number }): WorkerPool {
+/**
+ * `workerData` reaches every thread as node:worker_threads workerData (the CA key backends' settings).
+ * `keepThreads`: never retire idle threads. A thread holding a PKCS#11 session cannot close it when piscina
+ * terminates it (no JS runs at termination), so with PKCS#11 the threads live as long as the pool.
+ */
+export function createWorkerPool(options: { threads: number; maxQueue: number; workerData?: unknown; keepThreads?: boolean }): WorkerPool {
   const pool = new Piscina({
     filename: path.join(workersDir, 'index.js'),
-    minThreads: 1,
+    minThreads: options.keepThreads ? options.threads : 1,
     maxThreads: options.threads,
     maxQueue: options.maxQueue,
     idleTimeout: 30_000,
+    workerData: options.workerData,
   });
   return {
-    async run<T>(task: string, input: unknown): Promise<T> {
+    async run<T>(task: string, input: unknown, options: { signal?: AbortSignal } = {}): Promise<T> {
       try {
-        return (await pool.run(input, { name: task })) as T;
+        return (await pool.run(input, { name: task, signal: options.signal ?? null })) as T;
       } catch (err) {
         if (err instanceof Error && err.message === 'Task queue is at limit') {
           throw rateLimited(1, 'worker queue is full, retry shortly');
+        }
+        if (err instanceof Error && err.name === 'AbortError') {
+          throw new AppError('UNAVAILABLE', `worker task ${task} aborted`, { cause: err });
         }
         throw new AppError('INTERNAL', 'internal error', { cause: err });
       }
@@ -33,6 +48,7 @@ export function createWorkerPool(options: { threads: number; maxQueue: number })
     get stats() {
       return { threads: pool.threads.length, queued: pool.queueSize, completed: pool.completed };
     },
+    size: options.threads,
     close: () => pool.destroy(),
   };
 }

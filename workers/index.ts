@@ -8,3 +8,6 @@ export type TaskResult<T> = ({ ok: true } & T) | { ok: false; code: string; mess
 export function ping(input: { at: number }): TaskResult<{ at: number; threadId: number }> {
   return { ok: true, at: input.at, threadId };
 }
+
+export { caKeysGenerate, caKeysImport, caKeysOpen, caKeysSign } from './ca-keys.js';
+export { pkiReadCsrs } from './pki-csr.js';

@@ -40,7 +40,8 @@ export function buildResult(scenario, load, cpu, baselineCpuPerRequestUs) {
   const serverTotal = Object.values(serverCpuSeconds).reduce((a, b) => a + b, 0);
   const requests = load.requests ?? 0;
   const cpuPerRequestUs = requests > 0 && Object.keys(serverCpuSeconds).length ? (serverTotal / requests) * 1e6 : null;
-  const baseline = baselineCpuPerRequestUs ?? cpuPerRequestUs;
+  // A run(ctx) scenario that measured its own reference in the same run (the gRPC empty method) says so.
+  const baseline = load.baselineCpuPerRequestUs ?? baselineCpuPerRequestUs ?? cpuPerRequestUs;
   const efficiency = cpuPerRequestUs && baseline ? baseline / cpuPerRequestUs : null;
   const target = scenario.target ?? null;
   const wanted = target?.efficiency;

@@ -8,8 +8,11 @@ import { tenantStatus } from './queries.js';
 export interface AccessGuard {
   /** Allowed when any of the actions is (e.g. write or manage for ordinary edits); FORBIDDEN otherwise. */
   requireAny(p: Principal, actions: readonly string[], object: ObjectRef): Promise<void>;
-  /** Management reads: a frozen tenant's data stays readable. */
-  requireRead(p: Principal, object: ObjectRef): Promise<void>;
+  /**
+   * Management reads: a frozen tenant's data stays readable; what a deleted tenant owns is hidden at once,
+   * answered NOT_FOUND ('<hiddenAs> not found', the object's kind by default) as a missing object is.
+   */
+  requireRead(p: Principal, object: ObjectRef, hiddenAs?: string): Promise<void>;
   /**
    * A change inside `tenantId`: the grants first (so a caller without them learns nothing about the
    * tenant), then the tenant state, so an authorized caller reads 'tenant is frozen' rather than a bare
@@ -33,8 +36,11 @@ export function createAccessGuard(deps: { sql: Queryable; authz: Authz }): Acces
     async requireAny(p, actions, object) {
       if (!(await anyAllowed(p, actions, object, false))) throw forbidden();
     },
-    async requireRead(p, object) {
-      await authz.require(p, 'read', object, { readingFrozenTenant: true });
+    async requireRead(p, object, hiddenAs) {
+      const decision = await authz.decide(p, 'read', object, { readingFrozenTenant: true });
+      if (decision.allowed) return;
+      if (decision.details?.tenant_status === 'deleted') throw notFound(hiddenAs ?? object.kind);
+      throw forbidden();
     },
     async requireWrite(p, actions, object, tenantId) {
       // Grants are evaluated as for a read of a frozen tenant; the state check below then refuses the write.

@@ -65,8 +65,16 @@ function toRow(e: AuditEvent): AuditRow {
 /** One statement for the whole batch; also used inside business transactions that must audit atomically. */
 export async function insertAuditEvents(sql: Queryable, events: AuditEvent[]): Promise<void> {
   if (events.length === 0) return;
+  await auditInsert(sql, events);
+}
+
+/**
+ * The insert as a query not yet run: awaited it runs alone; placed in another statement (a WITH clause) the
+ * audit rows commit in that statement, with the change they record.
+ */
+export function auditInsert(sql: Queryable, events: AuditEvent[]) {
   const rows = events.map(toRow);
-  await sql`
+  return sql`
     insert into audit_log (event, outcome, actor_entity_id, tenant_id, target_kind, target_id, details, request_id, created_at)
     select event, outcome, actor_entity_id, tenant_id, target_kind, target_id, details, request_id, created_at
     from jsonb_to_recordset(${sql.json(rows as never)}) as r(

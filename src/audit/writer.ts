@@ -1,8 +1,7 @@
-// Batched, non-blocking audit writer: record() never waits and never throws; batches are written in the
-// background, failures are logged and retried while the bounded queue has room, and an event the
-// database refuses for its own values is dropped alone instead of blocking the queue.
+// The non-blocking audit writer: record() never waits and never throws; the batching, retry and
+// isolation of refused events are the shared batch writer's (db/batch-writer.ts).
 import type { Sql } from '../db/client.js';
-import { isDataError } from '../errors.js';
+import { createBatchWriter, type BatchWriterOptions } from '../db/batch-writer.js';
 import type { Logger } from '../log.js';
 import { insertAuditEvents, type AuditEvent } from './queries.js';
 
@@ -14,118 +13,21 @@ export interface AuditWriter {
   readonly stats: { queued: number; written: number; dropped: number; failures: number };
 }
 
-export interface AuditWriterOptions {
-  batchSize: number;
-  flushIntervalMs: number;
-  maxQueue: number;
-}
+export type AuditWriterOptions = BatchWriterOptions;
 
 export function createAuditWriter(sql: Sql, options: AuditWriterOptions, log: Logger): AuditWriter {
-  let queue: AuditEvent[] = [];
-  let writing: Promise<void> | undefined;
-  let timer: NodeJS.Timeout | undefined;
-  let closed = false;
-  let consecutiveFailures = 0;
-  const stats = { queued: 0, written: 0, dropped: 0, failures: 0 };
-
-  function schedule(): void {
-    if (timer || writing || closed) return;
-    // Back off while the database refuses writes instead of hammering it.
-    const delay = consecutiveFailures > 0
-      ? Math.min(5000, options.flushIntervalMs * 2 ** Math.min(consecutiveFailures, 8))
-      : queue.length >= options.batchSize ? 0 : options.flushIntervalMs;
-    timer = setTimeout(() => {
-      timer = undefined;
-      void writeBatch();
-    }, delay);
-    timer.unref();
-  }
-
-  /**
-   * Writes a batch; resolves with what is left unwritten because the database failed (empty when done).
-   * An event the database refuses for its own values (a data error, which would fail on every retry)
-   * must not hold back the queue: the batch is written one event at a time and only the refused one is
-   * dropped, logged and counted.
-   */
-  async function write(batch: AuditEvent[]): Promise<{ left: AuditEvent[]; err?: unknown }> {
-    try {
-      await insertAuditEvents(sql, batch);
-      stats.written += batch.length;
-      return { left: [] };
-    } catch (err) {
-      if (!isDataError(err)) return { left: batch, err };
-      if (batch.length === 1) {
-        stats.dropped++;
-        log.error('audit event refused by the database; dropped', { err, event: (batch[0] as AuditEvent).event });
-        return { left: [] };
-      }
-      for (let i = 0; i < batch.length; i++) {
-        const one = await write([batch[i] as AuditEvent]);
-        if (one.left.length > 0) return { left: batch.slice(i), err: one.err };
-      }
-      return { left: [] };
-    }
-  }
-
-  async function writeBatch(): Promise<void> {
-    if (writing || queue.length === 0) return writing;
-    const batch = queue.slice(0, options.batchSize);
-    queue = queue.slice(batch.length);
-    writing = write(batch).then(({ left, err }) => {
-      if (left.length === 0) {
-        consecutiveFailures = 0;
-        return;
-      }
-      stats.failures++;
-      consecutiveFailures++;
-      // Put what is left back in front so order is kept; what no longer fits is dropped, and counted.
-      const room = Math.max(0, options.maxQueue - queue.length);
-      const kept = left.slice(0, room);
-      stats.dropped += left.length - kept.length;
-      queue = kept.concat(queue);
-      log.error('audit write failed; will retry', { err, batch: left.length, dropped: left.length - kept.length });
-    });
-    try {
-      await writing;
-    } finally {
-      writing = undefined;
-      stats.queued = queue.length;
-      if (queue.length > 0 && !closed) schedule();
-    }
-  }
-
+  const writer = createBatchWriter<AuditEvent>({
+    what: 'audit',
+    insert: (batch) => insertAuditEvents(sql, batch),
+    describe: (e) => ({ event: e.event }),
+  }, options, log);
   return {
-    record(event) {
-      if (closed) return;
-      if (queue.length >= options.maxQueue) {
-        stats.dropped++;
-        if (stats.dropped % 1000 === 1) log.warn('audit queue full; dropping events', { dropped: stats.dropped });
-        return;
-      }
-      queue.push(event.at ? event : { ...event, at: new Date() });
-      stats.queued = queue.length;
-      schedule();
-    },
-    async flush() {
-      if (timer) {
-        clearTimeout(timer);
-        timer = undefined;
-      }
-      if (writing) await writing.catch(() => undefined);
-      let attempts = 0;
-      while (queue.length > 0 && attempts < 3) {
-        const before = stats.failures;
-        await writeBatch();
-        if (stats.failures > before) attempts++;
-      }
-    },
-    async close() {
-      await this.flush();
-      closed = true;
-      if (timer) clearTimeout(timer);
-    },
+    // Stamped when it happened, not when its batch is written.
+    record: (event) => writer.record(event.at ? event : { ...event, at: new Date() }),
+    flush: () => writer.flush(),
+    close: () => writer.close(),
     get stats() {
-      return { ...stats };
+      return writer.stats;
     },
   };
 }

@@ -219,3 +219,21 @@ export async function lockAuthSetup(sql: Queryable): Promise<void> {
   // Instances starting together serialise here, so keys and the bootstrap password are created once.
   await sql`select pg_advisory_xact_lock(7346220)`;
 }
+
+export interface ExpiringFilter {
+  days: number;
+  entityId?: string;
+  kind?: string;
+}
+
+/** Active credentials of live entities expiring after now and within `days` days, soonest first (index sql/0082). */
+export async function listExpiring(sql: Queryable, f: ExpiringFilter, page: { limit: number; offset: number }) {
+  return sql<CredentialRow[]>`
+    select ${META(sql)} from credentials c
+    where c.status = 'active' and c.expires_at > now() and c.expires_at <= now() + make_interval(days => ${f.days})
+      ${f.entityId ? sql`and c.entity_id = ${f.entityId}` : sql``}
+      ${f.kind ? sql`and c.kind = ${f.kind}` : sql``}
+      and exists (select 1 from entities e where e.id = c.entity_id and e.deleted_at is null)
+    order by c.expires_at, c.id
+    limit ${page.limit} offset ${page.offset}`;
+}

@@ -11,10 +11,13 @@ import * as cq from './credential-queries.js';
 import { checkPasswordPolicy, hashPassword, verifyPassword, type ScryptParams } from './passwords.js';
 import type { Principal } from './principal.js';
 import * as q from './queries.js';
-import { formatAccessToken, newAccessTokenSecret, newSharedKey, uuidToHex, type KeyedHash } from './secrets.js';
+import { chosenKeyBits, formatAccessToken, MIN_CHOSEN_KEY_BITS, newAccessTokenSecret, newSharedKey, uuidToHex, type KeyedHash } from './secrets.js';
 import type { RequestMeta } from './sessions.js';
 import { normalisePermissions, toPermissionOutput, withinCeiling, type PermissionInput } from './token-permissions.js';
 import type { AuthInvalidation } from './verifier.js';
+
+export const CHOSEN_KEY_REFUSED = `key refused: a chosen key must be at most 256 printable characters carrying at least ${MIN_CHOSEN_KEY_BITS} bits `
+  + '(e.g. 32 hex or 22 base64url characters of a random value) and not be in use; omit key to have one generated';
 
 export interface CreateAccessTokenInput {
   name?: string | null;
@@ -198,10 +201,19 @@ export function createCredentialService(deps: {
       if (entity.kind === 'human') throw invalidInput('invalid value: shared keys are for non-human entities');
       const expiresAt = futureDate(input.expiresAt, 'expiresAt');
       const key = input.key ?? newSharedKey();
-      if (key.length < 16 || key.length > 256 || /\s/.test(key)) throw invalidInput('key must be 16 to 256 characters without whitespace');
-      const { id } = await cq.insertCredential(sql, {
-        entityId: entity.id, kind: 'shared_key', secretHash: deps.hash()(key), description: input.description ?? null, expiresAt, createdBy: p.entityId,
-      });
+      // A chosen key must be as hard to guess as a random 128-bit one, and one already held by some entity
+      // is refused with the same words: this must never tell whether a guessed device key exists.
+      const refused = () => invalidInput(CHOSEN_KEY_REFUSED);
+      if (input.key !== undefined && input.key !== null && (key.length > 256 || chosenKeyBits(key) < MIN_CHOSEN_KEY_BITS)) throw refused();
+      let id: string;
+      try {
+        ({ id } = await cq.insertCredential(sql, {
+          entityId: entity.id, kind: 'shared_key', secretHash: deps.hash()(key), description: input.description ?? null, expiresAt, createdBy: p.entityId,
+        }));
+      } catch (err) {
+        if ((err as { constraint_name?: string }).constraint_name === 'credentials__shared_key_hash') throw refused();
+        throw err;
+      }
       record(p, 'shared_key.create', entity, id, meta, { chosen_key: input.key !== undefined && input.key !== null });
       return { credentialId: id, key, expiresAt: iso(expiresAt) };
     },

@@ -1,5 +1,6 @@
-// The auth domain's public face: createAuth wires keys, verification, sessions, login, signup and
-// credentials; other domains use authenticate, authenticateDeviceKey and invalidate from here.
+// The auth domain's public face: createAuth wires keys, verification, sessions, login, signup,
+// credentials and the runtime credential check (gRPC); other domains use authenticate,
+// authenticateDeviceKey, verifyToken, authenticateCredential and invalidate from here.
 //
 // How the GraphQL context tells "no token" from "bad token": authenticate resolves null when the request
 // carries no credential (public fields work; protected ones answer UNAUTHENTICATED 'missing
@@ -21,6 +22,7 @@ import type { HttpRequest } from '../http/types.js';
 import type { Logger } from '../log.js';
 import { createCredentialAuthority } from './authority.js';
 import { bootstrapAdmin } from './bootstrap.js';
+import { createCredentialCheck, type Admit, type CredentialMatch, type CredentialRequest } from './credential-check.js';
 import { createCredentialService } from './credentials.js';
 import { createDeviceKeys, type DeviceIdentity } from './device-keys.js';
 import { createKeyring } from './keyring.js';
@@ -28,19 +30,27 @@ import { createLogin } from './login.js';
 import { createLogMailer, type Mailer } from './mailer.js';
 import { bearerToken, type PeekBearer } from './bearer.js';
 import type { Principal } from './principal.js';
+import { createExpiringCredentials } from './expiring.js';
 import { authGraphqlModule } from './resolvers.js';
 import { registerAuthRoutes } from './routes.js';
 import { keyedHasher, type KeyedHash } from './secrets.js';
 import { createSessions, type RequestMeta } from './sessions.js';
 import { createSignup } from './signup.js';
+import { createLoginThrottle, type LoginThrottle } from './login-throttle.js';
 import { purgeOldLoginFailures } from './queries.js';
-import { createVerifier, INVALIDATE_TOPIC, invalidToken, type AuthInvalidation } from './verifier.js';
+import { createTenantStates } from './tenant-states.js';
+import { createVerifier, INVALIDATE_TOPIC, invalidToken, type AuthInvalidation, type Verified } from './verifier.js';
 
-export type { AuthInvalidation } from './verifier.js';
+export type { AuthInvalidation, Verified } from './verifier.js';
+export type { Admit, CredentialMatch, CredentialRequest } from './credential-check.js';
+export { authGrpcService } from './grpc.js';
 export type { DeviceIdentity } from './device-keys.js';
 export { principalOfDevice } from './device-keys.js';
 export { createLogMailer, type Mailer, type MailMessage } from './mailer.js';
 export type { Principal } from './principal.js';
+export { THROTTLED_MESSAGE, type Admission, type LoginAttempt, type LoginThrottle } from './login-throttle.js';
+// The credential-management rule (entity's owning tenant, never membership), for domains that issue credentials too.
+export { createCredentialAuthority, type CredentialAuthority } from './authority.js';
 
 export interface Auth {
   /** Boot work: keys created or loaded, the administrator's password bootstrapped. */
@@ -52,6 +62,18 @@ export interface Auth {
   authenticateDeviceKey(key: string): Promise<DeviceIdentity | null>;
   /** A device key's identity when this instance holds it verified already (no promise); undefined otherwise. */
   peekDeviceKey(key: string): DeviceIdentity | undefined;
+  /** A bearer token's verdict (session JWT or access token), synchronous on a cache hit: gRPC callers. */
+  verifyToken(token: string): Verified | Promise<Verified>;
+  /**
+   * A protocol adapter's check of someone else's password or shared key (gRPC AuthenticateCredential),
+   * behind `admit`, the caller's gate for the tenant involved. Synchronous for a cached device key.
+   */
+  authenticateCredential(req: CredentialRequest, caller: Principal, admit: Admit, checkpoint: () => void): CredentialMatch | Promise<CredentialMatch>;
+  /**
+   * The failed-credential throttle every credential check goes through (src/auth/login-throttle.ts):
+   * admit({identity, ip}) before looking at the secret, then failed() or succeeded().
+   */
+  throttle: LoginThrottle;
   /**
    * For code that changes what a token stands for (entity status, deletion, tenant state): drops this
    * instance's cached verifications now and NOTIFYs the others. Triggers on entities, tenants, sessions
@@ -102,11 +124,18 @@ export function createAuth(deps: AuthDeps): Auth {
     cache: { max: config.authRuntime.deviceKeyCacheSize, ttlSecs: config.authRuntime.tokenCacheTtlSecs },
   });
   const sessions = createSessions({ sql, keyring, verifier, audit, jwt: { issuer: a.jwtIssuer, audience: a.jwtAudience, expirySecs: a.jwtExpirySecs } });
-  const login = createLogin({
-    sql, sessions, audit, authz, hash, log, addressKey: limiter.addressKey,
+  // One throttle for every credential check (login here; gRPC AuthenticateCredential too).
+  const throttle = createLoginThrottle({
+    sql, addressKey: limiter.addressKey,
     settings: {
-      scrypt: a.scrypt, failureLimit: a.loginFailureLimit, failureIpLimit: config.authRuntime.loginFailureIpLimit,
-      failureWindowSecs: a.loginFailureWindowSecs, emailVerificationRequired: a.emailVerificationRequired,
+      pairLimit: a.loginFailureLimit, identityLimit: config.authRuntime.loginIdentifierFailureLimit,
+      addressLimit: config.authRuntime.loginFailureIpLimit, windowSecs: a.loginFailureWindowSecs,
+    },
+  });
+  const login = createLogin({
+    sql, sessions, audit, authz, hash, log, throttle,
+    settings: {
+      scrypt: a.scrypt, emailVerificationRequired: a.emailVerificationRequired,
       allowUnverifiedEmailLogin: config.authRuntime.allowUnverifiedEmailLogin,
     },
   });
@@ -117,9 +146,21 @@ export function createAuth(deps: AuthDeps): Auth {
       minPasswordChars: a.minPasswordChars, publicBaseUrl: config.publicBaseUrl,
     },
   });
+  const tenantStates = createTenantStates({
+    sql, hub, cache: { max: config.authRuntime.tenantCacheSize, ttlSecs: config.authRuntime.tokenCacheTtlSecs },
+  });
+  const credentialCheck = createCredentialCheck({
+    sql, audit, deviceKeys, tenants: tenantStates,
+    throttle,
+    settings: {
+      scrypt: a.scrypt, emailVerificationRequired: a.emailVerificationRequired,
+      allowUnverifiedEmailLogin: config.authRuntime.allowUnverifiedEmailLogin,
+    },
+  });
   const dropLocal = (change: AuthInvalidation) => {
     verifier.dropLocal(change);
     deviceKeys.dropLocal(change);
+    tenantStates.dropLocal(change);
   };
   const authority = createCredentialAuthority(authz);
   const credentials = createCredentialService({
@@ -219,6 +260,9 @@ export function createAuth(deps: AuthDeps): Auth {
     },
     authenticateDeviceKey: (key) => deviceKeys.authenticate(key),
     peekDeviceKey: (key) => deviceKeys.peek(key),
+    verifyToken: (token) => verifier.verify(token),
+    authenticateCredential: (req, caller, admit, checkpoint) => credentialCheck.authenticate(req, caller, admit, checkpoint),
+    throttle,
     async invalidate(change) {
       dropLocal(change);
       await hub.notify(INVALIDATE_TOPIC, change);
@@ -226,6 +270,7 @@ export function createAuth(deps: AuthDeps): Auth {
     graphqlModule() {
       return authGraphqlModule({
         login, signup, sessions, credentials, mayViewSession, signingKeys, rotateSigningKeys,
+        expiringCredentials: createExpiringCredentials({ sql, authz, lists: config.lists }),
         meta: (ctx: GraphqlContext) => meta(ctx.ip, ctx.headers, ctx.requestId),
       });
     },

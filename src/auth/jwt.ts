@@ -17,9 +17,25 @@ export interface SessionClaims {
 
 const b64url = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
 
+// ECDSA signatures are malleable: (r, s) and (r, n - s) both verify. Only the low half of s is issued and
+// accepted, so a session has exactly one valid token string (with the canonical base64url below), and a
+// token cache or blocklist keyed by the string cannot be sidestepped by re-encoding a stolen token.
+const P256_N = 0xffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551n;
+const P256_HALF_N = P256_N >> 1n;
+
+const toBigInt = (bytes: Buffer) => BigInt(`0x${bytes.toString('hex')}`);
+
+/** The signature with s in the low half (n - s when it was high). */
+function lowS(signature: Buffer): Buffer {
+  const s = toBigInt(signature.subarray(32));
+  if (s <= P256_HALF_N) return signature;
+  const flipped = Buffer.from((P256_N - s).toString(16).padStart(64, '0'), 'hex');
+  return Buffer.concat([signature.subarray(0, 32), flipped]);
+}
+
 export function signJwt(claims: SessionClaims, kid: string, privateKey: KeyObject): string {
   const input = `${b64url({ alg: 'ES256', typ: 'JWT', kid })}.${b64url(claims)}`;
-  const signature = sign('sha256', Buffer.from(input), { key: privateKey, dsaEncoding: 'ieee-p1363' });
+  const signature = lowS(sign('sha256', Buffer.from(input), { key: privateKey, dsaEncoding: 'ieee-p1363' }));
   return `${input}.${signature.toString('base64url')}`;
 }
 
@@ -62,7 +78,10 @@ export function verifyJwt(
   const key = keyFor(header.kid);
   if (!key) return { ok: false, reason: 'unknown_key' };
   const signature = Buffer.from(s, 'base64url');
-  if (signature.length !== 64) return { ok: false, reason: 'bad_signature' };
+  // 64 bytes, spelled the one way base64url spells them (no stray low bits in the last character), low S.
+  if (signature.length !== 64 || signature.toString('base64url') !== s || toBigInt(signature.subarray(32)) > P256_HALF_N) {
+    return { ok: false, reason: 'bad_signature' };
+  }
   if (!verify('sha256', Buffer.from(`${h}.${c}`), { key, dsaEncoding: 'ieee-p1363' }, signature)) {
     return { ok: false, reason: 'bad_signature' };
   }

@@ -1,12 +1,13 @@
-// login: identifier + secret (password or device shared key), optional tenant context; failed attempts
-// counted per identifier and per client address in PostgreSQL, audited, and answered alike.
+// login: identifier + secret (password or device shared key), optional tenant context; attempts
+// throttled by src/auth/login-throttle.ts, audited, and failures answered alike.
 import type { AuditWriter } from '../audit/writer.js';
 import type { Authz } from '../authz/types.js';
 import type { Sql } from '../db/client.js';
-import { AppError, forbidden, invalidInput, notFound, unauthenticated } from '../errors.js';
+import { forbidden, invalidInput, isAppError, notFound, unauthenticated } from '../errors.js';
 import type { Logger } from '../log.js';
 import { isUuid } from '../validate.js';
 import * as cq from './credential-queries.js';
+import type { Admission, LoginThrottle } from './login-throttle.js';
 import { hashPassword, needsRehash, verifyPaced, type ScryptParams } from './passwords.js';
 import type { Principal } from './principal.js';
 import * as q from './queries.js';
@@ -28,9 +29,6 @@ export interface LoginResult extends IssuedSession {
 
 export interface LoginSettings {
   scrypt: ScryptParams;
-  failureLimit: number;
-  failureIpLimit: number;
-  failureWindowSecs: number;
   emailVerificationRequired: boolean;
   allowUnverifiedEmailLogin: boolean;
 }
@@ -39,7 +37,7 @@ const FAILED = 'invalid credentials';
 
 export function createLogin(deps: {
   sql: Sql; sessions: Sessions; audit: AuditWriter; authz: Authz; hash: () => KeyedHash; log: Logger;
-  settings: LoginSettings; addressKey: (ip: string) => string;
+  settings: LoginSettings; throttle: LoginThrottle;
 }) {
   const { sql, sessions, audit, authz, log, settings } = deps;
   // Unknown identifiers are checked against this, so they cost one scrypt like a wrong password does; it
@@ -56,17 +54,14 @@ export function createLogin(deps: {
     });
   }
 
-  /** Refuses when over a limit; returns whether the identifier has failures to clear after a success. */
-  async function checkRateLimit(keys: string[], input: { identifier: string; kind: string }, meta: RequestMeta): Promise<boolean> {
-    const rows = await q.selectLoginFailures(sql, keys, settings.failureWindowSecs);
-    for (const r of rows) {
-      const limit = r.key.startsWith('ip:') ? settings.failureIpLimit : settings.failureLimit;
-      if (r.failures >= limit) {
-        deny('rate_limited', input, meta);
-        throw new AppError('RATE_LIMITED', 'too many failed login attempts', { retryAfterSeconds: Math.max(1, r.retry_after) });
-      }
+  /** Held back (RATE_LIMITED, audited) or admitted: the attempt is counted until the secret proves right. */
+  async function admit(identity: string, input: { identifier: string; kind: string }, meta: RequestMeta): Promise<Admission> {
+    try {
+      return await deps.throttle.admit({ identity, ip: meta.ip });
+    } catch (err) {
+      if (isAppError(err) && err.kind === 'RATE_LIMITED') deny('rate_limited', input, meta);
+      throw err;
     }
-    return rows.some((r) => r.key === keys[0]);
   }
 
   async function resolveTenant(input: LoginInput) {
@@ -88,13 +83,17 @@ export function createLogin(deps: {
       if (!secret) throw invalidInput('secret is required');
       if (secret.length > 4096 || identifier.length > 512) throw invalidInput('identifier or secret is too long');
       const facts = { identifier, kind };
-      const idKey = `id:${kind}:${identifier.toLowerCase()}`;
-      const keys = [idKey, `ip:${meta.ip ? deps.addressKey(meta.ip) : 'unknown'}`];
-      const hadFailures = await checkRateLimit(keys, facts, meta);
 
       const tenant = await resolveTenant(input);
       const contextTenantId = tenant && !('missing' in tenant) ? tenant.id : null;
-      const subject = await q.findLoginSubject(sql, identifier, contextTenantId);
+      const found = await q.findLoginSubject(sql, identifier, contextTenantId);
+      if (found === q.AMBIGUOUS_LOGIN) {
+        deny('ambiguous_identifier', facts, meta);
+        throw invalidInput('tenant_id or tenant_alias required for this identifier');
+      }
+      const subject = found;
+      // Every spelling of one entity (name, email, alias, id) guesses the same secret: one counter.
+      const admission = await admit(subject ? subject.id : `${kind}:${identifier.toLowerCase()}`, facts, meta);
       let ok = false;
       if (kind === 'password') {
         const credential = subject ? await cq.selectPassword(sql, subject.id) : null;
@@ -110,10 +109,11 @@ export function createLogin(deps: {
         ok = key !== null && subject !== null && key.entity_id === subject.id && key.status === 'active' && !key.expired;
       }
       if (!ok || !subject) {
-        await q.recordLoginFailure(sql, keys, settings.failureWindowSecs);
+        await admission.failed();
         deny(subject ? 'invalid_secret' : 'unknown_identifier', facts, meta, subject?.id);
         throw unauthenticated(FAILED);
       }
+      await admission.succeeded();
       if (subject.status !== 'active') {
         deny('entity_inactive', facts, meta, subject.id);
         throw unauthenticated(FAILED);
@@ -143,7 +143,6 @@ export function createLogin(deps: {
         }
         tenantId = tenant.id;
       }
-      if (hadFailures) await q.clearLoginFailures(sql, idKey);
       const session = await sessions.issue(subject.id, tenantId, kind, meta);
       audit.record({
         event: 'auth.login', outcome: 'allow', actorEntityId: subject.id, tenantId, targetKind: 'session', targetId: session.sessionId,

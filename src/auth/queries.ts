@@ -14,12 +14,18 @@ export interface LoginSubject {
   email_verified: boolean;
 }
 
+/** Two or more humans claim an e-mail address in their attributes and no tenant tells them apart. */
+export const AMBIGUOUS_LOGIN = 'ambiguous' as const;
+
 /**
  * Resolves a login identifier among live entities: a UUID is the id, anything with '@' an email, else
  * an alias or a name. Names and aliases are unique per tenant only: with a tenant context, the tenant's
  * entity wins over a global one; more than one candidate resolves to nothing rather than a guess.
+ * An email is a registered address (signup, invitation, bootstrap) first; failing that, the address a
+ * human created through createEntity holds in attributes.email (any case, trimmed), which a tenant
+ * context narrows to the humans belonging to it; several and no tenant given: AMBIGUOUS_LOGIN.
  */
-export async function findLoginSubject(sql: Queryable, identifier: string, tenantId: string | null): Promise<LoginSubject | null> {
+export async function findLoginSubject(sql: Queryable, identifier: string, tenantId: string | null): Promise<LoginSubject | typeof AMBIGUOUS_LOGIN | null> {
   const columns = sql`e.id, e.kind, e.name, e.tenant_id, e.status, m.email, (m.verified_at is not null) as email_verified`;
   let rows: LoginSubject[];
   if (isUuid(identifier)) {
@@ -27,9 +33,11 @@ export async function findLoginSubject(sql: Queryable, identifier: string, tenan
       select ${columns} from entities e left join entity_emails m on m.entity_id = e.id
       where e.id = ${identifier.toLowerCase()} and e.deleted_at is null`;
   } else if (identifier.includes('@')) {
+    const email = identifier.toLowerCase();
     rows = await sql<LoginSubject[]>`
       select ${columns} from entity_emails m join entities e on e.id = m.entity_id
-      where m.email = ${identifier.toLowerCase()} and e.deleted_at is null`;
+      where m.email = ${email} and e.deleted_at is null`;
+    if (rows.length === 0) return findByAttributeEmail(sql, email, tenantId);
   } else {
     rows = await sql<LoginSubject[]>`
       select ${columns} from entities e left join entity_emails m on m.entity_id = e.id
@@ -40,6 +48,38 @@ export async function findLoginSubject(sql: Queryable, identifier: string, tenan
     if (rows.length > 1 && tenantId !== null) rows = rows.filter((r) => r.tenant_id === tenantId);
   }
   return rows.length === 1 ? (rows[0] as LoginSubject) : null;
+}
+
+/** Live humans without a registered address whose attributes.email is this (lowercase, trimmed) address. */
+async function findByAttributeEmail(sql: Queryable, email: string, tenantId: string | null): Promise<LoginSubject | typeof AMBIGUOUS_LOGIN | null> {
+  // The expression matches the index entities__human_attribute_email (sql/0080).
+  const rows = await sql<(LoginSubject & { in_tenant: boolean })[]>`
+    select e.id, e.kind, e.name, e.tenant_id, e.status, null::text as email, false as email_verified,
+      ${tenantId === null ? sql`false` : belongsExpression(sql, tenantId)} as in_tenant
+    from entities e
+    where e.kind = 'human' and e.deleted_at is null and lower(btrim(e.attributes->>'email')) = ${email}
+      and not exists (select 1 from entity_emails m where m.entity_id = e.id)
+    order by e.created_at, e.id
+    limit 10`;
+  if (rows.length <= 1) return rows[0] ? subjectOf(rows[0]) : null;
+  if (tenantId === null) return AMBIGUOUS_LOGIN;
+  const inTenant = rows.filter((r) => r.in_tenant);
+  // Several in the tenant too: no guess (the name or id still identifies each).
+  return inTenant.length === 1 ? subjectOf(inTenant[0]!) : null;
+}
+
+function subjectOf(r: LoginSubject & { in_tenant: boolean }): LoginSubject {
+  return { id: r.id, kind: r.kind, name: r.name, tenant_id: r.tenant_id, status: r.status, email: r.email, email_verified: r.email_verified };
+}
+
+/** Home tenant, active membership, or a role assignment there (direct or through a principal group), for entity `e`. */
+function belongsExpression(sql: Queryable, tenantId: string) {
+  return sql`(e.tenant_id = ${tenantId}
+    or exists (select 1 from tenant_memberships tm where tm.tenant_id = ${tenantId} and tm.entity_id = e.id and tm.status = 'active')
+    or exists (
+      select 1 from role_assignments ra
+      where ra.tenant_id = ${tenantId}
+        and (ra.entity_id = e.id or ra.group_id in (select group_id from principal_group_members where entity_id = e.id))))`;
 }
 
 export interface EntityRow {
@@ -67,14 +107,7 @@ export async function selectTenant(sql: Queryable, by: { id?: string | null; ali
 
 /** Whether the entity may take a tenant as its session context: home tenant, membership or a grant there. */
 export async function belongsToTenant(sql: Queryable, entityId: string, tenantId: string): Promise<boolean> {
-  const [row] = await sql<{ ok: boolean }[]>`
-    select exists (select 1 from entities where id = ${entityId} and tenant_id = ${tenantId})
-      or exists (select 1 from tenant_memberships where tenant_id = ${tenantId} and entity_id = ${entityId} and status = 'active')
-      or exists (
-        select 1 from role_assignments ra
-        where ra.tenant_id = ${tenantId}
-          and (ra.entity_id = ${entityId}
-            or ra.group_id in (select group_id from principal_group_members where entity_id = ${entityId}))) as ok`;
+  const [row] = await sql<{ ok: boolean }[]>`select ${belongsExpression(sql, tenantId)} as ok from entities e where e.id = ${entityId}`;
   return row?.ok ?? false;
 }
 
@@ -137,26 +170,50 @@ export async function extendSession(sql: Queryable, id: string, ttlSecs: number)
 
 // ---- failed logins ----
 
-export async function selectLoginFailures(sql: Queryable, keys: string[], windowSecs: number) {
-  return sql<{ key: string; failures: number; retry_after: number }[]>`
-    select key, failures,
-      ceil(extract(epoch from window_started_at + make_interval(secs => ${windowSecs}) - now()))::int as retry_after
-    from auth_login_failures
-    where key = any(${keys}) and window_started_at > now() - make_interval(secs => ${windowSecs})`;
+export interface LoginFailureRow {
+  key: string;
+  /** Failures in the key's open window (0 once the window closed). */
+  failures: number;
+  windowStartedMs: number;
+  lastFailedMs: number;
+  /** The database's clock, so every instance judges by one. */
+  nowMs: number;
 }
 
-/** One fixed window per key: a failure after the window closed starts a new one. */
-export async function recordLoginFailure(sql: Queryable, keys: string[], windowSecs: number): Promise<void> {
+/**
+ * The keys' counters, locked FOR UPDATE in key order (one order everywhere: concurrent attempts queue
+ * instead of deadlocking), created at zero when missing. A window opens at its first failure; a closed
+ * one reads as zero failures.
+ */
+export async function lockLoginFailures(sql: Queryable, keys: string[], windowSecs: number): Promise<LoginFailureRow[]> {
+  const sorted = [...keys].sort();
   await sql`
-    insert into auth_login_failures as f (key, failures, window_started_at)
-    select k, 1, now() from unnest(${keys}::text[]) as k
-    on conflict (key) do update set
-      failures = case when f.window_started_at > now() - make_interval(secs => ${windowSecs}) then f.failures + 1 else 1 end,
-      window_started_at = case when f.window_started_at > now() - make_interval(secs => ${windowSecs}) then f.window_started_at else now() end`;
+    insert into auth_login_failures (key, failures, window_started_at, last_failed_at)
+    select k, 0, now(), now() from unnest(${sorted}::text[]) with ordinality as u(k, n) order by n
+    on conflict (key) do nothing`;
+  return sql<LoginFailureRow[]>`
+    select key,
+      case when window_started_at > now() - make_interval(secs => ${windowSecs}) then failures else 0 end as failures,
+      (extract(epoch from window_started_at) * 1000)::float8 as "windowStartedMs",
+      (extract(epoch from last_failed_at) * 1000)::float8 as "lastFailedMs",
+      (extract(epoch from now()) * 1000)::float8 as "nowMs"
+    from auth_login_failures where key = any(${sorted}) order by key for update`;
 }
 
-export async function clearLoginFailures(sql: Queryable, key: string): Promise<void> {
-  await sql`delete from auth_login_failures where key = ${key}`;
+/** Counts one attempt on each key (a closed window starts afresh). */
+export async function countLoginAttempt(sql: Queryable, keys: string[], windowSecs: number): Promise<void> {
+  await sql`
+    update auth_login_failures as f set
+      failures = case when f.window_started_at > now() - make_interval(secs => ${windowSecs}) then f.failures + 1 else 1 end,
+      window_started_at = case when f.window_started_at > now() - make_interval(secs => ${windowSecs}) then f.window_started_at else now() end,
+      last_failed_at = now()
+    where key = any(${keys})`;
+}
+
+/** A right secret: its identity's counters go, and the attempt counted on the address is taken back. */
+export async function forgiveLoginAttempt(sql: Queryable, clear: string[], uncount: string[]): Promise<void> {
+  await sql`delete from auth_login_failures where key = any(${clear})`;
+  await sql`update auth_login_failures set failures = greatest(failures - 1, 0) where key = any(${uncount})`;
 }
 
 export async function purgeOldLoginFailures(sql: Queryable, windowSecs: number): Promise<void> {

@@ -4,6 +4,7 @@ import type { GraphqlModule } from '../graphql/schema.js';
 import { readSdl } from '../graphql/schema.js';
 import { uuid } from '../validate.js';
 import type { CredentialService } from './credentials.js';
+import type { ExpiringCredentials } from './expiring.js';
 import type { Login } from './login.js';
 import type { Principal } from './principal.js';
 import type { RequestMeta, Sessions } from './sessions.js';
@@ -16,6 +17,7 @@ export interface AuthResolverDeps {
   signup: Signup;
   sessions: Sessions;
   credentials: CredentialService;
+  expiringCredentials: ExpiringCredentials;
   meta(ctx: GraphqlContext): RequestMeta;
   mayViewSession(p: Principal, entityId: string): Promise<boolean>;
   signingKeys(p: Principal): Promise<unknown[]>;
@@ -41,6 +43,7 @@ export function authGraphqlModule(d: AuthResolverDeps): GraphqlModule {
           };
         }),
         credentials: withCaller((p, args) => d.credentials.credentials(p, uuid('entityId', args.entityId))),
+        expiringCredentials: withCaller((p, args) => d.expiringCredentials(p, args)),
         accessTokens: withCaller((p, args) => d.credentials.accessTokens(p, {
           subjectId: args.subjectId == null ? null : uuid('subjectId', args.subjectId),
           status: args.status, limit: args.limit, offset: args.offset,

@@ -70,6 +70,25 @@ export function newSharedKey(): string {
   return randomBytes(32).toString('base64url');
 }
 
+/** A caller-chosen device key needs as many bits as a guess must beat (a generated key has 256). */
+export const MIN_CHOSEN_KEY_BITS = 128;
+
+// The smallest usual alphabet that spells the key, and the bits each of its characters carries: a key
+// of one case of hex digits (dashes between groups, as in a UUID, carry nothing) is counted at 4 bits a
+// digit, one in base64/base64url at 6, anything else printable at log2(94). Keys written with fewer than
+// 8 different characters (aaaa..., 0101...) are refused whatever their length.
+const HEX = /^(?:[0-9a-f]+(?:-[0-9a-f]+)*|[0-9A-F]+(?:-[0-9A-F]+)*)$/;
+const BASE64 = /^(?:[A-Za-z0-9_-]+|[A-Za-z0-9+/]+={0,2})$/;
+const PRINTABLE = /^[\x21-\x7e]+$/;
+
+/** The strength a chosen key's length and alphabet give it, in bits (0 for characters outside printable ASCII). */
+export function chosenKeyBits(key: string): number {
+  if (new Set(key).size < 8 || !PRINTABLE.test(key)) return 0;
+  if (HEX.test(key)) return key.replace(/-/g, '').length * 4;
+  if (BASE64.test(key)) return key.replace(/=+$/, '').length * 6;
+  return key.length * Math.log2(94);
+}
+
 export function newOpaqueToken(): string {
   return randomBytes(32).toString('base64url');
 }

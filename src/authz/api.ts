@@ -116,30 +116,58 @@ export interface CheckRuntime {
   checkPrepared(principal: Principal, check: PreparedCheck, requestId: string | null): Decision | Promise<Decision>;
   bulk(principal: Principal, input: Omit<CheckInput, 'action'> & { actions: string[] }, requestId: string | null): Promise<Record<string, { allowed: boolean; reason: string }>>;
   explain(principal: Principal, input: CheckInput, requestId: string | null): Promise<Explanation>;
+  /**
+   * The caller gate alone, for runtime APIs that ask about a tenant's objects without a check (gRPC
+   * AuthenticateCredential, ResolveAlias): authz.check, policy.manage or manage on the tenant or at
+   * platform scope (tenantId null: platform only). Nothing (no promise) when a memoised allow settles it;
+   * else a promise that rejects FORBIDDEN.
+   */
+  admitCaller(principal: Principal, tenantId: string | null): void | Promise<void>;
 }
 
 export function createCheckRuntime(authz: AuthzService): CheckRuntime {
-  /** Any of the actions at the tenant's scope (when there is one) or at platform scope. */
-  async function gate(principal: Principal, tenantId: string | null, actions: readonly string[]): Promise<boolean> {
-    const scopes: ObjectRef[] = tenantId ? [{ kind: 'tenant', id: tenantId }, PLATFORM] : [PLATFORM];
-    for (const scope of scopes) {
-      for (const action of actions) if ((await authz.decide(principal, action, scope)).allowed) return true;
-    }
+  /** Any of the actions at one scope. */
+  async function gateAt(principal: Principal, scope: ObjectRef, actions: readonly string[]): Promise<boolean> {
+    for (const action of actions) if ((await authz.decide(principal, action, scope)).allowed) return true;
     return false;
   }
 
-  /** Asking about yourself needs nothing; a scoped token's ceiling then narrows the answer. */
-  async function admit(principal: Principal, subjectId: string, object: ObjectRef): Promise<{ tenantId: string | null; ceiling: string | null }> {
+  /** Any of the actions at the tenant's scope (when there is one) or at platform scope. */
+  async function gate(principal: Principal, tenantId: string | null, actions: readonly string[]): Promise<boolean> {
+    return (tenantId !== null && (await gateAt(principal, { kind: 'tenant', id: tenantId }, actions))) || gateAt(principal, PLATFORM, actions);
+  }
+
+  interface Admitted {
+    tenantId: string | null;
+    ceiling: string | null;
+    /** Set when the caller is confined to this tenant: other tenants' subjects read as unknown ones. */
+    subjectVisibleIn?: string;
+  }
+
+  /**
+   * Asking about yourself needs nothing; a scoped token's ceiling then narrows the answer. A caller whose
+   * gate holds in the object's tenant only sees that tenant's subjects and global ones: another tenant's
+   * subject is answered exactly like one that does not exist (no existence or status oracle).
+   */
+  async function admit(principal: Principal, subjectId: string, object: ObjectRef): Promise<Admitted> {
     const { tenantId } = await authz.objectTenant(object);
     if (subjectId === principal.entityId) {
       return { tenantId, ceiling: principal.scoped ? (principal.credentialId ?? 'missing-credential') : null };
     }
-    if (!(await gate(principal, tenantId, GATE_ACTIONS))) throw forbidden();
+    if (tenantId !== null && (await gateAt(principal, { kind: 'tenant', id: tenantId }, GATE_ACTIONS))) {
+      const subject = await authz.engine.subject(subjectId);
+      const foreign = subject !== null && subject.tenantId !== null && subject.tenantId !== tenantId;
+      if (foreign && !(await gateAt(principal, PLATFORM, GATE_ACTIONS))) return { tenantId, ceiling: null, subjectVisibleIn: tenantId };
+      return { tenantId, ceiling: null };
+    }
+    if (!(await gateAt(principal, PLATFORM, GATE_ACTIONS))) throw forbidden();
     return { tenantId, ceiling: null };
   }
 
-  function request(input: CheckInput, action: string, ceiling: string | null): AuthorizeRequest {
-    return { subjectId: input.subjectId, action, object: input.object, context: input.context, ceilingCredentialId: ceiling };
+  function request(input: CheckInput, action: string, ceiling: string | null, visibleIn?: string): AuthorizeRequest {
+    const r: AuthorizeRequest = { subjectId: input.subjectId, action, object: input.object, context: input.context, ceilingCredentialId: ceiling };
+    if (visibleIn !== undefined) r.subjectVisibleIn = visibleIn;
+    return r;
   }
 
   // The gate's memo key per caller and tenant ('' = platform): the principal of a cached token is one
@@ -183,6 +211,11 @@ export function createCheckRuntime(authz: AuthzService): CheckRuntime {
     }
     // Only a memoised allow settles the gate here; anything else takes the full path.
     if (!authz.engine.peekKey(gateKey(principal, tenantId, ceiling))?.allowed) return undefined;
+    // A gate held in a tenant shows that tenant's subjects and global ones; others take the full path.
+    if (tenantId !== null) {
+      const subject = authz.engine.peekSubject(input.subjectId);
+      if (subject === undefined || (subject.tenantId !== null && subject.tenantId !== tenantId)) return undefined;
+    }
     const decision = authz.engine.peekKey(check.key);
     return decision && { decision, tenantId };
   }
@@ -200,24 +233,33 @@ export function createCheckRuntime(authz: AuthzService): CheckRuntime {
     if (now) return now;
     const input = check.input;
     return (async () => {
-      const { tenantId, ceiling } = await admit(principal, input.subjectId, input.object);
-      const decision = await authz.check(request(input, input.action, ceiling));
+      const { tenantId, ceiling, subjectVisibleIn } = await admit(principal, input.subjectId, input.object);
+      const decision = await authz.check(request(input, input.action, ceiling, subjectVisibleIn));
       authz.checkAudit.recordCheck(principal, input.subjectId, input.action, input.object, tenantId, decision, requestId);
       return decision;
     })();
   }
 
+  function admitCaller(principal: Principal, tenantId: string | null): void | Promise<void> {
+    const ceiling = principal.scoped ? (principal.credentialId ?? 'missing-credential') : null;
+    if (authz.engine.peekKey(gateKey(principal, tenantId, ceiling))?.allowed) return;
+    return gate(principal, tenantId, GATE_ACTIONS).then((ok) => {
+      if (!ok) throw forbidden();
+    });
+  }
+
   return {
     prepare,
     checkPrepared,
+    admitCaller,
     check: async (principal, input, requestId) => checkPrepared(principal, prepare(input), requestId),
     async bulk(principal, input, requestId) {
-      const { tenantId, ceiling } = await admit(principal, input.subjectId, input.object);
+      const { tenantId, ceiling, subjectVisibleIn } = await admit(principal, input.subjectId, input.object);
       const results: Record<string, { allowed: boolean; reason: string }> = {};
       for (const action of input.actions) {
         let decision: Decision;
         try {
-          decision = await authz.check(request({ ...input, action }, action, ceiling));
+          decision = await authz.check(request({ ...input, action }, action, ceiling, subjectVisibleIn));
         } catch (err) {
           // One bad action name answers for itself instead of failing its neighbours.
           if ((err as { kind?: string }).kind !== 'INVALID_INPUT') throw err;

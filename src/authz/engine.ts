@@ -5,7 +5,7 @@ import type { Queryable } from '../db/client.js';
 import type { AuthzCache, CachedDecision } from './cache.js';
 import { kindFacts, type ActionCatalog } from './compile.js';
 import { conditionsHold, type ConditionInput } from './conditions.js';
-import type { ActionIndex, Ceiling, CompiledBlock, CompiledPolicy, ObjectFacts, SubjectGrants, TenantFacts } from './model.js';
+import type { ActionIndex, Ceiling, CompiledBlock, CompiledPolicy, ObjectFacts, SubjectFacts, SubjectGrants, TenantFacts } from './model.js';
 import { createLoaders } from './loaders.js';
 import { scopeContains } from './scope.js';
 import { OBJECT_KINDS, type AuthorizeRequest, type Decision } from './types.js';
@@ -43,6 +43,10 @@ export interface Engine {
   evaluate(request: AuthorizeRequest, gathered: Extract<Gathered, { done: false }>): Evaluation;
   /** The subject's blocks read afresh, with the assignment ids of every path (explain). */
   policyForExplain(subjectId: string): Promise<CompiledPolicy>;
+  /** The subject's facts (id, kind, tenant, status), loading its grants as a decision would; null when unknown. */
+  subject(subjectId: string): Promise<SubjectFacts | null>;
+  /** The subject's cached facts, synchronously, or undefined when not cached. */
+  peekSubject(subjectId: string): SubjectFacts | undefined;
   /** Facts of one object (cached like the decision path's), or null when it does not exist. */
   objectFacts(kind: string, id: string): Promise<ObjectFacts | null>;
   /** Clears the loaded action catalog (actions or applicability changed). */
@@ -57,9 +61,10 @@ function deny(reason: string, details?: Record<string, unknown>): Decision {
 function decisionKey(r: AuthorizeRequest): string {
   const o = r.object;
   const objectKey = o.id === null ? `${o.kind}@${o.tenantId ?? ''}` : o.tenantId === undefined ? o.id : `${o.id}@${o.tenantId ?? ''}`;
-  const key = r.ceilingCredentialId
+  let key = r.ceilingCredentialId
     ? `${r.subjectId}\n${r.action}\n${o.kind}\n${objectKey}\n${r.ceilingCredentialId}`
     : `${r.subjectId}\n${r.action}\n${o.kind}\n${objectKey}`;
+  if (r.subjectVisibleIn !== undefined) key = `${key}\nvisible-in:${r.subjectVisibleIn}`;
   return r.readingFrozenTenant === true ? `${key}\nfrozen-read` : key;
 }
 
@@ -87,8 +92,15 @@ export function createEngine(deps: { sql: Queryable; cache: AuthzCache; now?: ()
   async function gather(r: AuthorizeRequest): Promise<Gathered> {
     validateRequest(r);
     const actions = await load.catalog();
-    if (!actions.has(r.action)) throw invalidInput(`unknown action '${r.action}'`);
-    const grants = await load.grants(r.subjectId);
+    // A question about an action that does not exist, or (below) one that cannot apply to the object, is
+    // answered like any other: denied, with the reason naming it (a caller asks, it is not a bad request).
+    if (!actions.has(r.action)) {
+      return { done: true, decision: deny(`unknown action '${r.action}'`, { action: r.action }), cacheable: false, grants: null, facts: null, tenant: null };
+    }
+    let grants = await load.grants(r.subjectId);
+    // Another tenant's subject, to an asker confined to this tenant: the very answer of an unknown one.
+    const hidden = r.subjectVisibleIn !== undefined && grants !== null && grants.subject.tenantId !== null && grants.subject.tenantId !== r.subjectVisibleIn;
+    if (hidden) grants = null;
     if (!grants) return { done: true, decision: deny('subject not found', { subject_id: r.subjectId }), cacheable: false, grants, facts: null, tenant: null };
     if (grants.subject.status !== 'active') {
       return { done: true, decision: deny('subject is not active', { subject_id: r.subjectId, subject_status: grants.subject.status }), cacheable: true, grants, facts: null, tenant: null };
@@ -101,9 +113,10 @@ export function createEngine(deps: { sql: Queryable; cache: AuthzCache; now?: ()
     if (!facts) {
       return { done: true, decision: deny(`${o.kind} not found`, { object_kind: o.kind, object_id: o.id }), cacheable: false, grants, facts, tenant: null };
     }
-    // Validation, not a grant: a question that can never be answered yes is a mistake in the question.
+    // Applicability validates and never grants: a pair that can never be allowed is denied, naming why.
     if (!actions.applies(r.action, facts.kind, facts.type)) {
-      throw invalidInput(`action '${r.action}' is not valid for ${facts.type ?? facts.kind}`, { action: r.action, object_kind: facts.kind, object_type: facts.type });
+      const details = { action: r.action, object_kind: facts.kind, object_type: facts.type };
+      return { done: true, decision: deny(`action '${r.action}' is not valid for ${facts.type ?? facts.kind}`, details), cacheable: true, grants, facts, tenant: null };
     }
     let tenant: TenantFacts | null = null;
     if (facts.tenantId !== null) {
@@ -229,6 +242,11 @@ export function createEngine(deps: { sql: Queryable; cache: AuthzCache; now?: ()
     gather,
     evaluate,
     objectFacts: load.object,
+    subject: async (id) => (await load.grants(id))?.subject ?? null,
+    peekSubject(id) {
+      const hit = fresh(cache.grants.get(id));
+      return hit?.subject;
+    },
     policyForExplain: load.policyForExplain,
     catalog: load.catalog,
     conditionInput,

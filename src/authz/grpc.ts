@@ -1,10 +1,10 @@
-// AuthzService.Check over gRPC: the same runtime, gates and audit as POST /authz/check.
+// AuthzService.Check over gRPC: the same runtime, gates and audit as POST /authz/check; answered without a
+// promise when the caller's token, the gate and the decision are all cached.
 import type * as grpc from '@grpc/grpc-js';
-import { unauthenticated } from '../errors.js';
-import type { Authenticate } from '../graphql/context.js';
-import { headersOf, toGrpcError } from '../grpc/server.js';
-import type { Logger } from '../log.js';
+import type { Principal } from '../auth/index.js';
+import { callerOf, type Unary, type VerifyToken } from '../grpc/call.js';
 import { SNAKE, parseCheck, type CheckRuntime } from './api.js';
+import type { Decision } from './types.js';
 
 interface CheckRequest {
   subject_id: string;
@@ -15,26 +15,37 @@ interface CheckRequest {
   object_id: string;
 }
 
-export function authzGrpcService(deps: { runtime: CheckRuntime; authenticate: Authenticate; log: Logger }): grpc.UntypedServiceImplementation {
+interface CheckResponse {
+  allowed: boolean;
+  reason: string;
+}
+
+const answer = (d: Decision): CheckResponse => ({ allowed: d.allowed, reason: d.reason });
+
+export function authzGrpcService(deps: { runtime: CheckRuntime; verifyToken: VerifyToken; unary: Unary }): grpc.UntypedServiceImplementation {
+  const { runtime } = deps;
   return {
-    Check(call: grpc.ServerUnaryCall<CheckRequest, unknown>, callback: grpc.sendUnaryData<{ allowed: boolean; reason: string }>) {
-      void (async () => {
-        const headers = headersOf(call);
-        if (!headers.authorization) throw unauthenticated('missing authorization metadata');
-        const principal = await deps.authenticate(headers);
-        if (!principal) throw unauthenticated('invalid or expired token');
-        const r = call.request;
-        // proto3 has no absent strings: empty means not given. The context map carries strings only;
-        // mfa_verified is a boolean everywhere else, so conditions written for HTTP work here too.
-        const context: Record<string, unknown> = { ...r.context };
-        if (context.mfa_verified === 'true' || context.mfa_verified === 'false') context.mfa_verified = context.mfa_verified === 'true';
-        const input = parseCheck({
-          subject_id: r.subject_id, action: r.action, resource_id: r.resource_id || null, object_kind: r.object_kind || null,
-          object_id: r.object_id || null, context: Object.keys(context).length ? context : undefined,
-        }, SNAKE);
-        const d = await deps.runtime.check(principal, input, null);
-        callback(null, { allowed: d.allowed, reason: d.reason });
-      })().catch((err: unknown) => callback(toGrpcError(err, deps.log, 'AuthzService.Check')));
-    },
+    Check: deps.unary<CheckRequest, CheckResponse>('AuthzService.Check', (r, ctx) => {
+      const caller = callerOf(ctx.metadata, deps.verifyToken);
+      const decide = (p: Principal) => {
+        // proto3 has no absent strings: empty means not given. object_kind/object_id win over resource_id
+        // (the upstream contract), so resource_id is read only without them. The context map carries strings
+        // only; mfa_verified is a boolean everywhere else, so conditions written for HTTP work here too.
+        const explicit = r.object_kind !== '';
+        let context: Record<string, unknown> | undefined;
+        if (Object.keys(r.context).length > 0) {
+          context = { ...r.context };
+          const mfa = context.mfa_verified;
+          if (mfa === 'true' || mfa === 'false') context.mfa_verified = mfa === 'true';
+        }
+        const check = runtime.prepare(parseCheck({
+          subject_id: r.subject_id, action: r.action, resource_id: explicit ? null : r.resource_id || null,
+          object_kind: r.object_kind || null, object_id: r.object_id || null, context,
+        }, SNAKE));
+        const d = runtime.checkPrepared(p, check, null);
+        return d instanceof Promise ? d.then(answer) : answer(d);
+      };
+      return caller instanceof Promise ? caller.then(decide) : decide(caller);
+    }),
   };
 }

@@ -2,7 +2,10 @@
 import { invalidInput, isAppError } from '../errors.js';
 import type { GraphqlContext } from '../graphql/context.js';
 import { readSdl, type GraphqlModule } from '../graphql/schema.js';
-import { BULK_MAX, CAMEL, parseCheck, type CheckRuntime } from './api.js';
+import { BULK_MAX, CAMEL, parseCheck, type CheckRuntime, type FieldNames } from './api.js';
+
+/** explain's arguments name the subject entityId (the upstream admin UI's custom-endpoint template). */
+const EXPLAIN_ARGS: FieldNames = { ...CAMEL, subjectId: 'entityId' };
 
 type Args = { input: unknown };
 
@@ -39,6 +42,16 @@ export function authzGraphqlModule(runtime: CheckRuntime): GraphqlModule {
     };
   }
 
+  /** explain(entityId, action, resourceId | objectKind + objectId, context): authzExplain with flat arguments and a decision word. */
+  async function explainQuery(_: unknown, args: Record<string, unknown>, ctx: GraphqlContext) {
+    const principal = await ctx.caller();
+    const e = await runtime.explain(principal, parseCheck(args, EXPLAIN_ARGS), ctx.requestId);
+    return {
+      decision: e.allowed ? 'allow' : 'deny', allowed: e.allowed, reason: e.reason, details: e.details ?? null, subject: e.subject,
+      resource: e.resource, capability: e.capability, matchedBinding: e.matched_binding, evaluatedBindings: e.evaluated_bindings,
+    };
+  }
+
   const fields = { authzCheck: check, authzBulkCheck: bulk, authzExplain: explain };
-  return { name: 'authz', sdl: readSdl('authz'), resolvers: { Query: fields, Mutation: fields } };
+  return { name: 'authz', sdl: readSdl('authz'), resolvers: { Query: { ...fields, explain: explainQuery }, Mutation: fields } };
 }

@@ -38,6 +38,12 @@ export interface AuthorizeRequest {
    * Runtime checks (/authz/check, publish...) never set it: a frozen tenant denies them.
    */
   readingFrozenTenant?: boolean;
+  /**
+   * Whom the asker may ask about: a subject owned by a tenant other than this one is answered exactly as
+   * an unknown subject ('subject not found'). Set by the runtime check APIs for a caller whose gate holds
+   * in this tenant only; absent, every subject is visible.
+   */
+  subjectVisibleIn?: string;
 }
 
 export interface Decision {

@@ -1,5 +1,6 @@
 // List pages: the total and the page come from one statement, so they always describe the same snapshot.
 import type postgres from 'postgres';
+import { invalidInput } from '../errors.js';
 import type { Queryable } from './client.js';
 
 export interface Page {
@@ -12,12 +13,20 @@ export interface ListResult<T> {
   items: T[];
 }
 
-/** Page bounds as the API promises them: limit clamped to 1..max (default when absent), offset >= 0. */
+/**
+ * Page bounds as the API promises them: limit clamped to 1..max (default when absent); a negative limit
+ * or offset is a mistake in the request, refused with its name (as the message reader does), never
+ * quietly read as another page.
+ */
 export function pageOf(args: { limit?: number | null; offset?: number | null }, bounds: { defaultLimit: number; maxLimit: number }): Page {
+  for (const field of ['limit', 'offset'] as const) {
+    const value = args[field];
+    if (value !== undefined && value !== null && !(value >= 0)) throw invalidInput(`${field} must not be negative`);
+  }
   const limit = args.limit ?? bounds.defaultLimit;
   return {
     limit: Math.min(bounds.maxLimit, Math.max(1, Math.trunc(limit))),
-    offset: Math.max(0, Math.trunc(args.offset ?? 0)),
+    offset: Math.trunc(args.offset ?? 0),
   };
 }
 

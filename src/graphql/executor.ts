@@ -15,7 +15,7 @@ import { LRUCache } from 'lru-cache';
 import { graphqlExtensions, isUnexpected, toAppError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { GraphqlContext } from './context.js';
-import { complexityLimitRule, depthLimitRule } from './limits.js';
+import { checkDocument, jsonNesting, scanQueryText, type DocumentLimits } from './limits.js';
 
 export interface GraphqlRequest {
   query: string;
@@ -23,14 +23,19 @@ export interface GraphqlRequest {
   operationName?: string | null;
 }
 
-export interface ExecutorOptions {
+export interface ExecutorOptions extends DocumentLimits {
   introspection: boolean;
-  maxDepth: number;
-  maxComplexity: number;
   cacheSize: number;
 }
 
-type Prepared = { compiled: CompiledQuery; document: DocumentNode } | { errors: readonly GraphQLError[] };
+/** keep false: not worth a cache entry (refused while lexing, so cheap to refuse again, and maybe huge). */
+type Prepared = { compiled: CompiledQuery; document: DocumentNode } | { errors: readonly GraphQLError[]; keep?: false };
+
+/**
+ * The cache is keyed by query text: besides its entry count, the texts it holds are bounded (in
+ * characters), so a stream of distinct large documents cannot pile up in memory.
+ */
+const CACHED_TEXT_BUDGET = 8 * 1024 * 1024;
 
 export interface GraphqlExecutor {
   /** Executes and returns the serialized JSON response body (synchronously when no resolver awaited). */
@@ -42,12 +47,10 @@ export interface GraphqlExecutor {
 }
 
 export function createGraphqlExecutor(schema: GraphQLSchema, options: ExecutorOptions, log: Logger): GraphqlExecutor {
-  const cache = new LRUCache<string, Prepared>({ max: options.cacheSize });
-  const rules: ValidationRule[] = [
-    ...specifiedRules,
-    depthLimitRule(options.maxDepth),
-    complexityLimitRule(options.maxComplexity),
-  ];
+  const cache = new LRUCache<string, Prepared>({
+    max: options.cacheSize, maxSize: CACHED_TEXT_BUDGET, sizeCalculation: (_value, key) => key.length + 1,
+  });
+  const rules: ValidationRule[] = [...specifiedRules];
   if (!options.introspection) rules.push(NoSchemaIntrospectionCustomRule);
   let compilations = 0;
 
@@ -56,17 +59,23 @@ export function createGraphqlExecutor(schema: GraphQLSchema, options: ExecutorOp
     let prepared = cache.get(key);
     if (prepared) return prepared;
     prepared = compile(query, operationName);
-    cache.set(key, prepared);
+    if (!('keep' in prepared)) cache.set(key, prepared);
     return prepared;
   }
 
   function compile(query: string, operationName: string | null | undefined): Prepared {
+    // Every bound is checked in time linear in the text before anything recursive or expanding runs:
+    // the lexer pass (tokens, nesting), then fragments, aliases, depth and cost with each fragment once.
+    const scanned = scanQueryText(query, options);
+    if (scanned) return { errors: [scanned], keep: false };
     let document: DocumentNode;
     try {
-      document = parse(query);
+      document = parse(query, { maxTokens: options.maxTokens });
     } catch (err) {
       return { errors: [err as GraphQLError] };
     }
+    const bounded = checkDocument(document, options);
+    if (bounded.errors.length > 0) return { errors: bounded.errors };
     // graphql-jit's compileQuery does not validate: validation is ours, and it runs exactly once here.
     const errors = validate(schema, document, rules);
     if (errors.length > 0) return { errors };
@@ -106,12 +115,25 @@ export function createGraphqlExecutor(schema: GraphQLSchema, options: ExecutorOp
     return JSON.stringify(out);
   }
 
+  /** A variable nested deeper than a document may nest: resolvers, JSON.stringify and PostgreSQL recurse on it. */
+  function tooDeep(variables: Record<string, unknown> | null | undefined): GraphQLError | null {
+    if (!variables) return null;
+    for (const [name, value] of Object.entries(variables)) {
+      if (typeof value === 'object' && value !== null && jsonNesting(value, options.maxNesting) > options.maxNesting) {
+        return new GraphQLError(`variable '${name}' nests deeper than ${options.maxNesting} levels`);
+      }
+    }
+    return null;
+  }
+
+  const refuse = (errors: readonly GraphQLError[], requestId: string) => JSON.stringify({ errors: errors.map((e) => formatError(e, requestId)) });
+
   return {
     execute(request, context) {
       const prepared = prepare(request.query, request.operationName);
-      if ('errors' in prepared) {
-        return JSON.stringify({ errors: prepared.errors.map((e) => formatError(e, context.requestId)) });
-      }
+      if ('errors' in prepared) return refuse(prepared.errors, context.requestId);
+      const deep = tooDeep(request.variables);
+      if (deep) return refuse([deep], context.requestId);
       const result = prepared.compiled.query(undefined, context, request.variables ?? {});
       // graphql-jit answers synchronously when no resolver returned a promise: keep that path promise-free.
       if (result instanceof Promise) return result.then((r) => serialize(r, context.requestId));

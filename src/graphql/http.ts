@@ -38,7 +38,9 @@ export function decodeGraphqlRequest(body: Buffer): GraphqlRequest {
 }
 
 // Cookie and origin: browser sessions (the admin UI) authenticate with a cookie, checked against Origin.
-const GRAPHQL_HEADERS = ['authorization', 'content-type', 'content-length', 'x-request-id', 'cookie', 'origin'];
+// x-forwarded-for and user-agent: the login mutation throttles and audits by the client's address (behind
+// a trusted proxy, the forwarded one), as POST /auth/login does.
+const GRAPHQL_HEADERS = ['authorization', 'content-type', 'content-length', 'x-request-id', 'x-forwarded-for', 'cookie', 'origin', 'user-agent'];
 const ok = (body: string) => ({ status: 200, headers: JSON_HEADERS, body });
 
 export function registerGraphqlRoute(

@@ -1,61 +1,36 @@
-// The gRPC runtime listener (@grpc/grpc-js): loads the service definitions, hosts each domain's
-// implementation, maps AppError kinds to gRPC status codes. Authz uses it now, certificates later.
+// The gRPC runtime listener (@grpc/grpc-js): loads the one proto (package atom.v1) at start, hosts each
+// domain's implementation, and owns the listener's settings (TLS, message size, keepalive, streams).
+// A service declared in the proto but not added answers UNIMPLEMENTED (CertificateService until the
+// certificate authority adds it: one addService call).
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
-import { isUnexpected, toAppError, type ErrorKind } from '../errors.js';
 import type { Logger } from '../log.js';
 import { sourceDir } from '../paths.js';
 import { readPemFile } from '../pem-files.js';
+import { createUnary, type CallStats, type Unary } from './call.js';
 
-export const PROTO_FILE = path.join(sourceDir, 'grpc', 'proto', 'svc.proto');
+/** Read at start from the source tree (the Dockerfile ships src/), like the GraphQL SDL. */
+export const PROTO_FILE = path.join(sourceDir, 'grpc', 'proto', 'atom', 'v1', 'atom.proto');
+export const PROTO_PACKAGE = 'atom.v1';
+export const SERVICE_NAMES = ['AuthzService', 'AuthService', 'CertificateService', 'AliasService'] as const;
+export type ServiceName = (typeof SERVICE_NAMES)[number];
 
 /** snake_case field names as written in the .proto; enums as strings; absent scalars as defaults. */
+export const LOADER_OPTIONS: protoLoader.Options = { keepCase: true, longs: String, enums: String, defaults: true, oneofs: true };
+
+export function loadDefinition(file = PROTO_FILE): protoLoader.PackageDefinition {
+  return protoLoader.loadSync(file, LOADER_OPTIONS);
+}
+
 export function loadServices(file = PROTO_FILE): grpc.GrpcObject {
-  const definition = protoLoader.loadSync(file, { keepCase: true, longs: String, enums: String, defaults: true, oneofs: true });
-  return grpc.loadPackageDefinition(definition);
+  return grpc.loadPackageDefinition(loadDefinition(file));
 }
 
-/** The service constructor svc.v1.<name> of the loaded definitions. */
-export function serviceOf(services: grpc.GrpcObject, name: string): grpc.ServiceClientConstructor {
-  const pkg = (services.svc as grpc.GrpcObject).v1 as grpc.GrpcObject;
+/** The client/service constructor atom.v1.<name> of the loaded definitions. */
+export function serviceOf(services: grpc.GrpcObject, name: ServiceName): grpc.ServiceClientConstructor {
+  const pkg = (services.atom as grpc.GrpcObject).v1 as grpc.GrpcObject;
   return pkg[name] as grpc.ServiceClientConstructor;
-}
-
-const STATUS: Record<ErrorKind, grpc.status> = {
-  INVALID_INPUT: grpc.status.INVALID_ARGUMENT,
-  UNAUTHENTICATED: grpc.status.UNAUTHENTICATED,
-  FORBIDDEN: grpc.status.PERMISSION_DENIED,
-  NOT_FOUND: grpc.status.NOT_FOUND,
-  METHOD_NOT_ALLOWED: grpc.status.UNIMPLEMENTED,
-  CONFLICT: grpc.status.ALREADY_EXISTS,
-  PAYLOAD_TOO_LARGE: grpc.status.RESOURCE_EXHAUSTED,
-  UNSUPPORTED_MEDIA_TYPE: grpc.status.INVALID_ARGUMENT,
-  NOT_IMPLEMENTED: grpc.status.UNIMPLEMENTED,
-  RATE_LIMITED: grpc.status.RESOURCE_EXHAUSTED,
-  UNAVAILABLE: grpc.status.UNAVAILABLE,
-  INTERNAL: grpc.status.INTERNAL,
-};
-
-/** Any thrown value as a gRPC error: the same translation and logging as the HTTP edge. */
-export function toGrpcError(err: unknown, log: Logger, method: string): grpc.ServiceError {
-  const appErr = toAppError(err);
-  if (isUnexpected(appErr)) log.error('gRPC call failed', { method, err });
-  return Object.assign(new Error(appErr.message), { code: STATUS[appErr.kind], details: appErr.message, metadata: new grpc.Metadata() });
-}
-
-/** Request headers of a call as the HTTP edge sees them (lower-case names, first value). */
-export function headersOf(call: grpc.ServerUnaryCall<unknown, unknown>): Record<string, string> {
-  const headers: Record<string, string> = {};
-  for (const [key, value] of Object.entries(call.metadata.getMap())) headers[key.toLowerCase()] = String(value);
-  return headers;
-}
-
-export interface GrpcServer {
-  readonly services: grpc.GrpcObject;
-  addService(name: string, impl: grpc.UntypedServiceImplementation): void;
-  listen(host: string, port: number): Promise<number>;
-  close(timeoutMs: number): Promise<void>;
 }
 
 export interface GrpcTls {
@@ -63,6 +38,27 @@ export interface GrpcTls {
   tlsKeyPath?: string | undefined;
   /** Set: clients must present a certificate signed by this CA (mTLS). */
   clientCaPath?: string | undefined;
+}
+
+export interface GrpcSettings extends GrpcTls {
+  maxMessageBytes: number;
+  keepaliveTimeMs: number;
+  keepaliveTimeoutMs: number;
+  maxConcurrentStreams: number;
+}
+
+/**
+ * The grpc-js server options of the listener. Exported for the bench, whose baseline server is built
+ * from the same options (bench/lib/grpc-bare-server.js) so the comparison differs only in the handlers.
+ */
+export function serverOptions(s: Omit<GrpcSettings, keyof GrpcTls>): grpc.ServerOptions {
+  return {
+    'grpc.max_receive_message_length': s.maxMessageBytes,
+    'grpc.max_send_message_length': s.maxMessageBytes,
+    'grpc.keepalive_time_ms': s.keepaliveTimeMs,
+    'grpc.keepalive_timeout_ms': s.keepaliveTimeoutMs,
+    'grpc.max_concurrent_streams': s.maxConcurrentStreams,
+  };
 }
 
 const read = (file: string, what: string) => readPemFile(file, `gRPC ${what}`);
@@ -75,17 +71,31 @@ function credentialsOf(tls: GrpcTls): grpc.ServerCredentials {
   return grpc.ServerCredentials.createSsl(ca, [pair], ca !== null);
 }
 
-export function createGrpcServer(log: Logger, tls: GrpcTls = {}): GrpcServer {
+export interface GrpcServer {
+  readonly services: grpc.GrpcObject;
+  /** Wraps a handler: deadline checks, error mapping, call counters (src/grpc/call.ts). */
+  readonly unary: Unary;
+  readonly stats: CallStats;
+  addService(name: ServiceName, impl: grpc.UntypedServiceImplementation): void;
+  listen(host: string, port: number): Promise<number>;
+  close(timeoutMs: number): Promise<void>;
+}
+
+export function createGrpcServer(log: Logger, settings: GrpcSettings): GrpcServer {
   const services = loadServices();
-  const server = new grpc.Server();
+  const server = new grpc.Server(serverOptions(settings));
+  const { unary, stats } = createUnary(log);
   let started = false;
   return {
     services,
+    unary,
+    stats,
     addService(name, impl) {
       server.addService(serviceOf(services, name).service, impl);
     },
     listen(host, port) {
-      const credentials = credentialsOf(tls);
+      // Read before binding: a missing key file stops the start with a message naming it.
+      const credentials = credentialsOf(settings);
       return new Promise((resolve, reject) => {
         server.bindAsync(`${host.includes(':') ? `[${host}]` : host}:${port}`, credentials, (err, bound) => {
           if (err) return reject(new Error(`grpc listener cannot bind ${host}:${port}: ${err.message}`));

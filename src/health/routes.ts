@@ -1,4 +1,5 @@
-// GET /health, /health/ready (full report, 200 ready / 503 not) and /health/live (process is up).
+// GET /health, /health/ready (overall and component states, 200 ready / 503 not; the details are the
+// GraphQL systemStatus, for platform administrators) and /health/live (process is up).
 import type { HttpServer } from '../http/server.js';
 import { json } from '../http/types.js';
 import type { Health } from './service.js';

@@ -1,4 +1,5 @@
-// Readiness: named component checks (database, migrations, workers, notifications...) combined into one status.
+// Readiness: named component checks (database, migrations, workers, notifications...) combined into one
+// status; the anonymous report shows states only, the details (messages, settings) go to platform readers.
 export type ComponentStatus = 'ok' | 'disabled' | 'degraded' | 'error';
 export interface ComponentCheck {
   status: ComponentStatus;
@@ -14,9 +15,15 @@ export interface HealthReport {
 export interface Health {
   /** Adds a component; `critical` ones make the service not ready when they fail. */
   register(name: string, check: Check, options?: { critical?: boolean }): void;
-  /** Static facts shown in the report (pool sizes, rate-limit policies...). */
-  describe(name: string, facts: () => unknown): void;
+  /**
+   * Facts shown to platform readers (pool sizes, rate-limit policies, key ids...); `public` ones (a
+   * listener's readiness) also in the anonymous report.
+   */
+  describe(name: string, facts: () => unknown, options?: { public?: boolean }): void;
+  /** The anonymous report (GET /health): the overall status and each component's status, nothing else. */
   report(): Promise<HealthReport>;
+  /** Everything: components with their messages, every fact, version and revision (GraphQL systemStatus). */
+  details(): Promise<HealthReport>;
 }
 
 const CHECK_TIMEOUT_MS = 2000;
@@ -35,30 +42,38 @@ async function runCheck(check: Check): Promise<ComponentCheck> {
   }
 }
 
-export function createHealth(version: string): Health {
+export function createHealth(build: { version: string; revision: string | null }): Health {
   const checks = new Map<string, { check: Check; critical: boolean }>();
-  const facts = new Map<string, () => unknown>();
+  const facts = new Map<string, { fn: () => unknown; public: boolean }>();
+
+  async function run(full: boolean): Promise<HealthReport> {
+    const entries = [...checks.entries()];
+    const results = await Promise.all(entries.map(([, c]) => runCheck(c.check)));
+    const components: Record<string, unknown> = {};
+    let ready = true;
+    let degraded = false;
+    entries.forEach(([name, c], i) => {
+      const result = results[i] as ComponentCheck;
+      // A message can name a migration, a key setting or an internal error: platform readers only.
+      components[name] = full ? result : { status: result.status };
+      if (result.status === 'error' && c.critical) ready = false;
+      if (result.status === 'error' || result.status === 'degraded') degraded = true;
+    });
+    const shown: Record<string, unknown> = {};
+    for (const [name, f] of facts) if (full || f.public) shown[name] = f.fn();
+    const status = !ready ? 'error' : degraded ? 'degraded' : 'ok';
+    const body = full ? { status, version: build.version, revision: build.revision, ...components, ...shown } : { status, ...components, ...shown };
+    return { ready, body };
+  }
+
   return {
     register(name, check, options = {}) {
       checks.set(name, { check, critical: options.critical ?? false });
     },
-    describe(name, fn) {
-      facts.set(name, fn);
+    describe(name, fn, options = {}) {
+      facts.set(name, { fn, public: options.public ?? false });
     },
-    async report() {
-      const entries = [...checks.entries()];
-      const results = await Promise.all(entries.map(([, c]) => runCheck(c.check)));
-      const body: Record<string, unknown> = {};
-      let ready = true;
-      let degraded = false;
-      entries.forEach(([name, c], i) => {
-        const result = results[i] as ComponentCheck;
-        body[name] = result;
-        if (result.status === 'error' && c.critical) ready = false;
-        if (result.status === 'error' || result.status === 'degraded') degraded = true;
-      });
-      for (const [name, fn] of facts) body[name] = fn();
-      return { ready, body: { status: !ready ? 'error' : degraded ? 'degraded' : 'ok', version, ...body } };
-    },
+    report: () => run(false),
+    details: () => run(true),
   };
 }

@@ -330,12 +330,87 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
       return;
     }
     watchAbort(ex);
+    if (options.precheck) return checkThenRead(ex, limit, handler, options);
     ex.corked = false;
     const declared = Number(headers['content-length']);
     if (declared > limit) return sendAndClose(ex, errorReply(payloadTooLarge(limit)));
+    if (options.startAfterParse === true) {
+      readBody(ex, limit, (body) => {
+        ex.body = body;
+        setImmediate(startParsed, ex, handler);
+      });
+      return;
+    }
     readBody(ex, limit, (body) => {
       ex.body = body;
       run(ex, handler);
+    });
+  }
+
+  /** RouteOptions.startAfterParse: a request whose connection uWS closed meanwhile (pipelining) is not started. */
+  function startParsed(ex: Exchange, handler: HttpHandler): void {
+    if (ex.aborted) return;
+    ex.corked = false;
+    run(ex, handler);
+  }
+
+  /** An error of a precheck as its reply (logged when it is ours, not the client's). */
+  function replyOf(ex: Exchange, err: unknown): HttpReply {
+    const appErr = toAppError(err);
+    if (isUnexpected(appErr)) log.error('request failed', { requestId: ex.requestId, err });
+    return errorReply(appErr);
+  }
+
+  /**
+   * RouteOptions.precheck: the check and the body reading run side by side; the handler runs once both
+   * are through. A refusal is answered at once (closing the connection when the body is not all read);
+   * a body over the limit is answered 413 only once the check let the request through.
+   */
+  function checkThenRead(ex: Exchange, limit: number, handler: HttpHandler, options: RouteOptions): void {
+    const precheck = options.precheck as NonNullable<RouteOptions['precheck']>;
+    let verdict: { reply: HttpReply | undefined } | undefined;
+    let body: Buffer | 'too large' | undefined;
+    const decide = () => {
+      if (verdict === undefined || ex.done || ex.aborted) return;
+      if (verdict.reply !== undefined) {
+        return body === undefined || body === 'too large' ? sendAndClose(ex, verdict.reply) : send(ex, verdict.reply);
+      }
+      if (body === undefined) return;
+      if (body === 'too large') {
+        options.onTooLarge?.(ex);
+        return sendAndClose(ex, errorReply(payloadTooLarge(limit)));
+      }
+      ex.body = body;
+      run(ex, handler);
+    };
+    let checked: HttpReply | undefined | Promise<HttpReply | undefined>;
+    try {
+      checked = precheck(ex);
+    } catch (err) {
+      checked = replyOf(ex, err);
+    }
+    if (checked instanceof Promise) {
+      checked.then((reply) => {
+        verdict = { reply };
+      }, (err) => {
+        verdict = { reply: replyOf(ex, err) };
+      }).then(decide).catch((err) => fail(ex, err));
+    } else if (checked !== undefined) {
+      return sendAndClose(ex, checked);
+    } else {
+      verdict = { reply: undefined };
+    }
+    ex.corked = false;
+    if (Number(ex.headers['content-length']) > limit) {
+      body = 'too large';
+      return decide();
+    }
+    readBody(ex, limit, (b) => {
+      body = b;
+      decide();
+    }, () => {
+      body = 'too large';
+      decide();
     });
   }
 
@@ -348,16 +423,16 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
     });
   }
 
-  function readBody(ex: Exchange, limit: number, onBody: (body: Buffer) => void): void {
+  function readBody(ex: Exchange, limit: number, onBody: (body: Buffer) => void, onTooLarge?: () => void): void {
     let chunks: Buffer[] | undefined;
     let size = 0;
     let rejected = false;
     ex.res.onData((chunk, isLast) => {
-      if (rejected || ex.aborted) return;
+      if (rejected || ex.aborted || ex.done) return;
       size += chunk.byteLength;
       if (size > limit) {
         rejected = true;
-        return sendAndClose(ex, errorReply(payloadTooLarge(limit)));
+        return onTooLarge ? onTooLarge() : sendAndClose(ex, errorReply(payloadTooLarge(limit)));
       }
       // uWS reuses the chunk's memory after this callback returns: copy it, into Node's buffer pool when
       // small (a fresh ArrayBuffer per request costs an allocation the GC tracks apart).

@@ -37,6 +37,22 @@ export interface RouteOptions {
    * content-length, x-request-id, x-forwarded-for. 'all' for every header.
    */
   headers?: readonly string[] | 'all';
+  /**
+   * For handlers with effects (a publish stores messages): start the handler one setImmediate after the
+   * body arrived, once uWS has parsed every byte that came with it. uWS refuses asynchronous pipelining:
+   * a request arriving behind one still unanswered closes the connection, both unanswered. Started at
+   * once, the first would still be carried out, and a client retrying what got no answer would store it
+   * twice; deferred, it sees the connection gone and does nothing.
+   */
+  startAfterParse?: boolean;
+  /**
+   * With bodyLimit: runs before the body is taken (it streams in meanwhile, up to the limit). A reply
+   * answers the request in place of the handler, so a route can refuse (404, 401, 403) before it takes a
+   * body or measures one against the limit; undefined lets the request through to the limit and the handler.
+   */
+  precheck?: (req: HttpRequest) => HttpReply | undefined | Promise<HttpReply | undefined>;
+  /** With precheck: told when a request it let through is refused (413) for the size of its body. */
+  onTooLarge?: (req: HttpRequest) => void;
 }
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | 'OPTIONS' | 'HEAD' | 'ANY';

@@ -83,7 +83,11 @@ export async function updateEntity(sql: Queryable, id: string, c: EntityChanges)
   return rows.length === 1;
 }
 
-/** Soft delete; the entity's credentials and sessions are revoked with it and stay revoked on restore. */
+/**
+ * Soft delete; the entity's credentials and sessions are revoked with it and stay revoked on restore.
+ * Certificates are the certificate authority's to revoke (ledger, CRL entries), through its hook in the
+ * same transaction.
+ */
 export async function softDeleteEntity(sql: Queryable, id: string, by: string): Promise<boolean> {
   const rows = await sql`
     update entities set deleted_at = now(), deleted_by = ${by}, updated_at = now()
@@ -91,7 +95,7 @@ export async function softDeleteEntity(sql: Queryable, id: string, by: string): 
   if (rows.length === 0) return false;
   await sql`
     update credentials set status = 'revoked', revoked_at = now(), revoked_by = ${by}, revocation_reason = 'entity deleted'
-    where entity_id = ${id} and status = 'active'`;
+    where entity_id = ${id} and status = 'active' and kind <> 'certificate'`;
   await sql`update sessions set revoked_at = now(), revoked_reason = 'entity deleted' where entity_id = ${id} and revoked_at is null`;
   return true;
 }

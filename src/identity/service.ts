@@ -2,7 +2,7 @@
 import type { AuditWriter } from '../audit/writer.js';
 import type { Principal } from '../auth/principal.js';
 import type { Authz, Invalidation } from '../authz/types.js';
-import type { Sql } from '../db/client.js';
+import type { Queryable, Sql } from '../db/client.js';
 import { pageOf, type ListResult } from '../db/paging.js';
 import { invalidInput, notFound } from '../errors.js';
 import { createAccessGuard } from '../access/guard.js';
@@ -25,6 +25,13 @@ export interface IdentityDeps {
   /** Drops every cache that may hold the changed facts (decisions, verified tokens, device keys). */
   invalidate: (change: Invalidation) => Promise<void>;
   lists: { defaultLimit: number; maxLimit: number };
+  /** The certificate authority's part in an entity's deletion (wired in the composition root). */
+  certificates?: EntityCertificateHooks;
+}
+
+export interface EntityCertificateHooks {
+  /** Inside the deletion transaction: revokes the entity's certificates (ledger and CRL entries included). */
+  deleting(tx: Queryable, entityId: string, actorEntityId: string): Promise<number>;
 }
 
 export type EntityListArgs = Record<string, unknown> & { limit?: number | null; offset?: number | null };
@@ -40,6 +47,15 @@ export function createIdentityService(deps: IdentityDeps) {
 
   const guard = createAccessGuard({ sql, authz });
   const ref = (row: q.EntityRow) => ({ kind: 'entity' as const, id: row.id });
+
+  /** A live entity the caller may read or manage; any other id is answered like one that does not exist. */
+  async function visible(p: Principal, id: unknown): Promise<q.EntityRow> {
+    const row = await load(id);
+    for (const action of ['read', 'manage']) {
+      if ((await authz.decide(p, action, ref(row), { readingFrozenTenant: true })).allowed) return row;
+    }
+    throw notFound('entity');
+  }
 
   /** A change to an entity: the grant first, then the tenant state (frozen tenants refuse changes). */
   function requireWrite(p: Principal, actions: readonly string[], row: q.EntityRow): Promise<void> {
@@ -88,9 +104,10 @@ export function createIdentityService(deps: IdentityDeps) {
     },
 
     async get(p: Principal, id: unknown): Promise<q.EntityRow> {
-      const row = await load(id, true);
-      if (row.deleted_at) await guard.requirePlatformAdmin(p);
-      else await guard.requireRead(p, ref(row));
+      // A soft-deleted object is missing to live reads, whoever asks: lists show it with deleted: deleted
+      // or all, and restore and purge still take its id.
+      const row = await load(id);
+      await guard.requireRead(p, ref(row));
       return row;
     },
 
@@ -159,7 +176,11 @@ export function createIdentityService(deps: IdentityDeps) {
     async remove(p: Principal, id: unknown): Promise<boolean> {
       const row = await load(id);
       await requireWrite(p, ['manage', 'delete'], row);
-      const done = await sql.begin((tx) => q.softDeleteEntity(tx, row.id, p.entityId));
+      const done = await sql.begin(async (tx) => {
+        if (!(await q.softDeleteEntity(tx, row.id, p.entityId))) return false;
+        await deps.certificates?.deleting(tx, row.id, p.entityId);
+        return true;
+      });
       if (!done) throw notFound('entity');
       record(p, 'entity.delete', row);
       await changed(row.id);
@@ -186,12 +207,22 @@ export function createIdentityService(deps: IdentityDeps) {
       return true;
     },
 
+    /**
+     * Both ends are checked alike: each must be an entity the caller sees (else 'entity not found', as for
+     * an unknown id) and manages. The owner lives in the owned entity's tenant; a global owner (a human
+     * owning a device) only by a platform administrator's hand. Nothing is written in another tenant.
+     */
     async addOwnership(p: Principal, ownerId: unknown, ownedId: unknown, relation: unknown) {
-      const owner = await load(ownerId);
-      const owned = await load(ownedId);
+      const owned = await visible(p, ownedId);
+      const owner = await visible(p, ownerId);
       if (owner.id === owned.id) throw invalidInput('an entity cannot own itself');
       const rel = relation === undefined || relation === null ? 'owner' : v.name('relation', relation, 64);
       await requireWrite(p, ['manage'], owned);
+      await requireWrite(p, ['manage'], owner);
+      if (owner.tenant_id !== owned.tenant_id) {
+        if (owner.tenant_id !== null) throw invalidInput('the owner must belong to the tenant of the owned entity');
+        await guard.requirePlatformAdmin(p);
+      }
       const row = await q.insertOwnership(sql, owner.id, owned.id, rel);
       record(p, 'ownership.add', owned, { ownerId: owner.id, relation: rel });
       return row;

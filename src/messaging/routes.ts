@@ -1,6 +1,6 @@
 // HTTP surfaces of messaging: device publish on the messaging listener, the message reader on its own.
 import type { DeviceIdentity, Principal } from '../auth/index.js';
-import { invalidInput, unauthenticated } from '../errors.js';
+import { AppError, invalidInput, isAppError, unauthenticated } from '../errors.js';
 import type { Authenticate } from '../graphql/context.js';
 import type { HttpServer } from '../http/server.js';
 import { decodePathSegment, json, type HttpReply, type HttpRequest } from '../http/types.js';
@@ -41,8 +41,16 @@ export async function subjectOf(authenticate: Authenticate, authenticateDeviceKe
     return { device };
   }
   if (token) {
-    const principal: Principal | null = await authenticate({ authorization: `Bearer ${token}` });
+    let principal: Principal | null;
+    try {
+      principal = await authenticate({ authorization: `Bearer ${token}` });
+    } catch (err) {
+      // A token was presented and is unusable: say so (GraphQL gives the same reason in its details).
+      if (isAppError(err) && err.kind === 'UNAUTHENTICATED') throw new AppError('UNAUTHENTICATED', 'invalid token', { details: err.details });
+      throw err;
+    }
     if (principal) return { principal };
+    throw unauthenticated('invalid token');
   }
   throw unauthenticated();
 }
@@ -68,7 +76,8 @@ export function registerPublishRoutes(server: HttpServer, messaging: MessagingSe
       payload: req.body, contentType: req.headers['content-type'] ?? '',
     }).then(() => ACCEPTED);
   };
-  const options = { bodyLimit, headers: PUBLISH_HEADERS };
+  // A publish stores: it starts only once uWS parsed what came with it (see RouteOptions.startAfterParse).
+  const options = { bodyLimit, headers: PUBLISH_HEADERS, startAfterParse: true };
   server.route('POST', '/http/m/:ws/c/:ch', (req) => publish(req, null), options);
   server.route('POST', '/http/m/:ws/c/:ch/*', (req) => publish(req, subtopicOf(req.path)), options);
 }

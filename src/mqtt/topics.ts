@@ -39,6 +39,8 @@ export function parseSubscribeFilter(filter: string): ChannelTopic | null {
     const l = rest[i] as string;
     if (l === '#' && i !== rest.length - 1) return null;
     if (l !== '#' && l !== '+' && (l === '' || l.includes('#') || l.includes('+'))) return null;
+    // A literal level obeys the publish rule: '.' and '..' name no subtopic (src/messaging/subtopic.ts).
+    if (l === '.' || l === '..') return null;
   }
   return { workspaceId, channelId, subtopic: rest.length ? rest.join('/') : null };
 }

@@ -85,14 +85,20 @@ export function createDirectPolicyService(deps: DirectPolicyDeps) {
       const row = await load(id);
       await gate.writeAny(p, ['policy.manage'], { kind: 'policy', id: null, tenantId: row.tenant_id }, row.tenant_id);
       const removed = await sql.begin(async (tx) => {
-        if (!(await q.deleteDirectPolicy(tx, row.id))) return false;
+        const deleted = await q.deleteDirectPolicy(tx, row.id);
+        if (!deleted) return null;
         await insertAuditEvents(tx, [{
           event: 'direct_policy.delete', outcome: 'allow', actorEntityId: p.entityId, tenantId: row.tenant_id, targetKind: 'policy', targetId: row.id,
-          requestId, details: { subject_kind: row.subject_kind, subject_id: row.subject_id, permission_block_id: row.block_id },
+          requestId, details: {
+            subject_kind: row.subject_kind, subject_id: row.subject_id, permission_block_id: row.block_id,
+            ...(deleted.targetingBlockIds.length > 0 ? { deleted_targeting_block_ids: deleted.targetingBlockIds } : {}),
+          },
         }]);
-        return true;
+        return deleted;
       });
       if (!removed) throw notFound('direct policy');
+      // Blocks naming this policy went with it, and the grants compiled from them with them.
+      if (removed.targetingBlockIds.length > 0) await deps.invalidate({ kind: 'blocks', blockIds: removed.targetingBlockIds });
       // Cached grants built through this policy name its subject (an entity, or the group on the member's path).
       await deps.invalidate(row.subject_kind === 'entity'
         ? { kind: 'subjects', entityIds: [row.subject_id] }

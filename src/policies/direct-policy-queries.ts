@@ -35,9 +35,16 @@ export async function insertDirectPolicy(sql: Queryable, d: {
   return row.id;
 }
 
-export async function deleteDirectPolicy(sql: Queryable, id: string): Promise<boolean> {
-  const rows = await sql`delete from direct_policies where id = ${id} returning id`;
-  return rows.length === 1;
+/**
+ * Deletes the policy; null when there was none. The blocks naming it (scope object, kind policy) go with
+ * it (trigger, sql/0081): their ids are returned, so the caller drops the grants compiled from them.
+ */
+export async function deleteDirectPolicy(sql: Queryable, id: string): Promise<{ targetingBlockIds: string[] } | null> {
+  const [row] = await sql<{ deleted: number; block_ids: string[] }[]>`
+    with targeting as (select id from permission_blocks where object_kind = 'policy' and object_id = ${id}),
+    gone as (delete from direct_policies where id = ${id} returning id)
+    select (select count(*) from gone)::int as deleted, coalesce((select json_agg(id) from targeting), '[]'::json) as block_ids`;
+  return row && row.deleted === 1 ? { targetingBlockIds: row.block_ids } : null;
 }
 
 export interface DirectPolicyFilter {

@@ -5,6 +5,7 @@ import type { Sql } from '../db/client.js';
 import { createActionService } from './actions.js';
 import { createBlockService } from './blocks.js';
 import { createDirectPolicyService } from './direct-policies.js';
+import { createOrphanPolicies } from './orphans.js';
 import type { PolicyServices } from './resolvers.js';
 import { createRuleService } from './rules.js';
 
@@ -27,5 +28,6 @@ export function createPolicyServices(deps: {
     directPolicies: createDirectPolicyService(deps),
     actions: createActionService(deps),
     rules: createRuleService(deps),
+    orphans: createOrphanPolicies(deps),
   };
 }

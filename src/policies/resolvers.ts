@@ -5,6 +5,7 @@ import type { ActionService } from './actions.js';
 import type { BlockService } from './blocks.js';
 import type { DirectPolicyService } from './direct-policies.js';
 import { listOf, toAction, toApplicabilityEntry, toBlock, toDirectPolicy, toRule } from './mapping.js';
+import type { OrphanPolicies } from './orphans.js';
 import type { RuleService } from './rules.js';
 
 export interface PolicyServices {
@@ -12,6 +13,7 @@ export interface PolicyServices {
   directPolicies: DirectPolicyService;
   actions: ActionService;
   rules: RuleService;
+  orphans: OrphanPolicies;
 }
 
 export function policiesGraphqlModule(s: PolicyServices): GraphqlModule {
@@ -27,6 +29,7 @@ export function policiesGraphqlModule(s: PolicyServices): GraphqlModule {
         action: authed(async (p, a) => toAction(await s.actions.get(p, a.id))),
         actionApplicability: authed(async (p, a) => listOf(await s.actions.applicability(p, a), toApplicabilityEntry)),
         actionAssignmentRules: authed(async (p, a) => listOf(await s.rules.list(p, a), toRule)),
+        orphanPolicies: authed((p, a) => s.orphans(p, a)),
       },
       Mutation: {
         createPermissionBlock: authed(async (p, a, ctx) => toBlock(await s.blocks.create(p, a.input as Args, ctx.requestId))),

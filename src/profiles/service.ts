@@ -63,7 +63,7 @@ export function createProfilesService(deps: { sql: Sql; authz: Authz; audit: Aud
   }
 
   async function requireRead(p: Principal, row: q.ProfileRow): Promise<void> {
-    if (row.tenant_id !== null) await guard.requireRead(p, { kind: 'tenant', id: row.tenant_id });
+    if (row.tenant_id !== null) await guard.requireRead(p, { kind: 'tenant', id: row.tenant_id }, 'profile');
   }
 
   function record(p: Principal, event: string, tenantId: string | null, targetKind: string, targetId: string, details: Record<string, unknown> = {}) {

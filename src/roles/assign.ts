@@ -1,16 +1,21 @@
-// Assigning a role to a subject (an entity or a principal group): the tenant rule, guardrails and the
-// insert, in one place, inside the caller's transaction (role management and tenant membership alike).
+// Assigning a role to a subject (an entity or a principal group): the one check every assignment passes
+// (role and subject tenant rules, who may grant a platform role, guardrails) and the insert, inside the
+// caller's transaction: createRoleAssignment, addTenantMember and accepting an invitation alike.
 import type { Principal } from '../auth/principal.js';
 import type { AuthzService, GuardrailResult } from '../authz/index.js';
 import type { Queryable } from '../db/client.js';
-import { invalidInput, notFound } from '../errors.js';
-import { lockPrincipalGroup } from '../policies/index.js';
+import { forbidden, invalidInput, notFound } from '../errors.js';
+import { loadSubject, lockPrincipalGroup, requireSubjectInTenant } from '../policies/index.js';
 import * as q from './assignment-queries.js';
 
 export interface AssignRoleTo {
   tenantId: string | null;
   subject: { kind: 'entity' | 'group'; id: string };
   roleId: string;
+  /**
+   * Who grants: a platform role needs a platform administrator, and only a platform administrator's
+   * request passes a guardrail requiring an override. For an accepted invitation, the inviter.
+   */
   actor: Principal;
   operation: string;
   requestId?: string | null;
@@ -35,17 +40,30 @@ export interface Assigned {
 }
 
 /**
- * The role's tenant must match the assignment's (cross-tenant only for platform roles), and the grant must
- * pass the guardrails for every entity kind it reaches. The role is locked FOR SHARE (a concurrent change
- * of its blocks waits, or has committed and is judged here), and so is a principal group subject: a
- * concurrent addGroupMember locks it FOR UPDATE first, so a newcomer is either seen here or judged there.
+ * The half of the check that needs no subject (an invitation is checked with it when it is created, and
+ * in full when accepted): a live role of the assignment's tenant, or a platform role granted by a platform
+ * administrator. Locks the role FOR SHARE. The message never names the role.
  */
-export async function assignRole(tx: Queryable, authz: AuthzService, a: AssignRoleTo): Promise<Assigned> {
+export async function grantableRole(tx: Queryable, authz: AuthzService, a: { tenantId: string | null; roleId: string; actor: Principal }): Promise<q.RoleRef> {
   const role = await q.lockRole(tx, a.roleId);
   if (!role || role.deleted_at) throw notFound('role');
   if (role.tenant_id !== null && role.tenant_id !== a.tenantId) {
     throw invalidInput('role assignment tenantId must match role tenantId');
   }
+  if ((role.tenant_id === null || a.tenantId === null) && !(await authz.isPlatformAdmin(a.actor))) throw forbidden();
+  return role;
+}
+
+/**
+ * The role's tenant must match the assignment's, and the subject must live in that tenant or be global
+ * (cross-tenant only for platform roles, which only a platform administrator grants); the grant must
+ * pass the guardrails for every entity kind it reaches. The role is locked FOR SHARE (a concurrent change
+ * of its blocks waits, or has committed and is judged here), and so is a principal group subject: a
+ * concurrent addGroupMember locks it FOR UPDATE first, so a newcomer is either seen here or judged there.
+ */
+export async function assignRole(tx: Queryable, authz: AuthzService, a: AssignRoleTo): Promise<Assigned> {
+  const role = await grantableRole(tx, authz, a);
+  requireSubjectInTenant(await loadSubject(tx, a.subject.kind, a.subject.id), a.tenantId, role.tenant_id === null);
   if (a.subject.kind === 'group' && !(await lockPrincipalGroup(tx, a.subject.id))) throw notFound('subject group');
   const guard = await authz.checkGrant(tx, {
     tenantId: a.tenantId,

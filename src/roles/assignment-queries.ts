@@ -71,9 +71,13 @@ export async function findAssignment(sql: Queryable, id: string): Promise<Assign
   return row;
 }
 
-export async function deleteAssignment(sql: Queryable, id: string): Promise<boolean> {
-  const rows = await sql`delete from role_assignments where id = ${id} returning id`;
-  return rows.length === 1;
+/** Deletes the assignment; null when there was none. As deleteDirectPolicy: the ids of the blocks naming it, deleted with it. */
+export async function deleteAssignment(sql: Queryable, id: string): Promise<{ targetingBlockIds: string[] } | null> {
+  const [row] = await sql<{ deleted: number; block_ids: string[] }[]>`
+    with targeting as (select id from permission_blocks where object_kind = 'policy' and object_id = ${id}),
+    gone as (delete from role_assignments where id = ${id} returning id)
+    select (select count(*) from gone)::int as deleted, coalesce((select json_agg(id) from targeting), '[]'::json) as block_ids`;
+  return row && row.deleted === 1 ? { targetingBlockIds: row.block_ids } : null;
 }
 
 export interface AssignmentFilter {

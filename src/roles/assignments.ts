@@ -6,7 +6,7 @@ import type { AuthzService, Invalidation } from '../authz/index.js';
 import type { Sql } from '../db/client.js';
 import { pageOf, type ListResult } from '../db/paging.js';
 import { invalidInput, notFound } from '../errors.js';
-import { createModelGate, loadSubject, POLICY_READ, reachOf, requireSubjectInTenant, SUBJECT_KINDS } from '../policies/index.js';
+import { createModelGate, loadSubject, POLICY_READ, reachOf, SUBJECT_KINDS } from '../policies/index.js';
 import * as v from '../validate.js';
 import { assignRole } from './assign.js';
 import * as q from './assignment-queries.js';
@@ -57,7 +57,7 @@ export function createAssignmentService(deps: AssignmentDeps) {
       if (role.tenant_id !== null && role.tenant_id !== tenantId) throw invalidInput('role assignment tenantId must match role tenantId');
       const platformRole = role.tenant_id === null;
       await requireGrantAuthority(p, tenantId, platformRole);
-      requireSubjectInTenant(subject, tenantId, platformRole);
+      // assignRole holds the rest of the rule (subject tenant, guardrails), as for every other path.
       const operation = 'role_assignment.create';
       const assigned = await sql.begin((tx) => assignRole(tx, authz, {
         tenantId, subject: { kind: subject.kind, id: subject.id }, roleId: role.id, actor: p, operation, requestId,
@@ -76,10 +76,16 @@ export function createAssignmentService(deps: AssignmentDeps) {
     async remove(p: Principal, id: unknown, requestId: string | null = null): Promise<boolean> {
       const row = await load(id);
       await requireGrantAuthority(p, row.tenant_id, row.role.tenant_id === null);
-      if (!(await q.deleteAssignment(sql, row.id))) throw notFound('role assignment');
+      const deleted = await q.deleteAssignment(sql, row.id);
+      if (!deleted) throw notFound('role assignment');
+      // Blocks naming this assignment went with it, and the grants compiled from them with them.
+      if (deleted.targetingBlockIds.length > 0) await deps.invalidate({ kind: 'blocks', blockIds: deleted.targetingBlockIds });
       audit.record({
         event: 'role_assignment.delete', outcome: 'allow', actorEntityId: p.entityId, tenantId: row.tenant_id, targetKind: 'policy', targetId: row.id, requestId,
-        details: { subject_kind: row.subject_kind, subject_id: row.subject_id, role_id: row.role_id, role_name: row.role.name },
+        details: {
+          subject_kind: row.subject_kind, subject_id: row.subject_id, role_id: row.role_id, role_name: row.role.name,
+          ...(deleted.targetingBlockIds.length > 0 ? { deleted_targeting_block_ids: deleted.targetingBlockIds } : {}),
+        },
       });
       // Cached grants built through it name its subject: the entity, or the group on each member's path.
       await deps.invalidate(row.subject_kind === 'entity'

@@ -1,6 +1,7 @@
 // SQL of roles: rows with their permission blocks, listings, the block set, and who holds a role.
 import type postgres from 'postgres';
 import type { Queryable } from '../db/client.js';
+import type { SubjectRow } from '../policies/index.js';
 import { selectPage, type ListResult, type Page } from '../db/paging.js';
 import { blockJson, type BlockRow } from '../policies/index.js';
 import type { DeletedFilter } from '../validate.js';
@@ -141,6 +142,24 @@ export async function replaceRoleBlocks(tx: Queryable, roleId: string, ids: stri
 export async function assignedGroupIds(sql: Queryable, roleId: string): Promise<string[]> {
   const rows = await sql<{ group_id: string }[]>`select distinct group_id from role_assignments where role_id = ${roleId} and group_id is not null`;
   return rows.map((r) => r.group_id);
+}
+
+/**
+ * A holder of a tenant's role outside the assignment's tenant, if any (the subject rule of
+ * src/policies/subjects.ts, for every assignment of the role at once): reviving the role must not
+ * revive such a grant. Soft-deleted subjects count, since restoring them revives the grant too.
+ */
+export async function strayHolder(sql: Queryable, roleId: string): Promise<{ grant_tenant_id: string | null; subject: SubjectRow } | undefined> {
+  const [row] = await sql<{ grant_tenant_id: string | null; kind: 'entity' | 'group'; id: string; tenant_id: string | null; sub_kind: string }[]>`
+    select ra.tenant_id as grant_tenant_id, ra.subject_kind as kind, coalesce(e.id, g.id) as id,
+      coalesce(e.tenant_id, g.tenant_id) as tenant_id, coalesce(e.kind, g.group_type) as sub_kind
+    from role_assignments ra join roles r on r.id = ra.role_id
+    left join entities e on e.id = ra.entity_id left join groups g on g.id = ra.group_id
+    where ra.role_id = ${roleId} and r.tenant_id is not null
+      and ((e.id is not null and e.tenant_id is not null and e.tenant_id is distinct from ra.tenant_id)
+        or (g.id is not null and g.tenant_id is distinct from ra.tenant_id))
+    limit 1`;
+  return row && { grant_tenant_id: row.grant_tenant_id, subject: { kind: row.kind, id: row.id, tenant_id: row.tenant_id, sub_kind: row.sub_kind, deleted: false } };
 }
 
 /** The entity kinds holding the role, per assignment tenant (each tenant's rules judge its own grants). */

@@ -6,7 +6,7 @@ import type { AuthzService, Invalidation } from '../authz/index.js';
 import type { Sql } from '../db/client.js';
 import { pageOf, type ListResult } from '../db/paging.js';
 import { invalidInput, notFound } from '../errors.js';
-import { createModelGate, lockPrincipalGroups, MEMBER_INVALIDATION_CAP, ROLE_READ } from '../policies/index.js';
+import { createModelGate, lockPrincipalGroups, MEMBER_INVALIDATION_CAP, requireSubjectInTenant, ROLE_READ } from '../policies/index.js';
 import * as v from '../validate.js';
 import { roleBlockIds } from './assignment-queries.js';
 import * as q from './queries.js';
@@ -168,6 +168,10 @@ export function createRoleService(deps: RoleDeps) {
       const guards = await sql.begin(async (tx) => {
         if (!(await q.lockRoleForUpdate(tx, row.id, true))) throw invalidInput('role is not deleted');
         await lockPrincipalGroups(tx, await q.assignedGroupIds(tx, row.id));
+        // Every assignment revived passes the assignment rule (src/roles/assign.ts) as a new one would:
+        // the subject tenant rule here, the guardrails below, per tenant and entity kind.
+        const stray = await q.strayHolder(tx, row.id);
+        if (stray) requireSubjectInTenant(stray.subject, stray.grant_tenant_id, false);
         const blocks = await roleBlockIds(tx, row.id);
         const judged = [];
         if (blocks.length) {

@@ -13,7 +13,8 @@ export async function listMembers(sql: Queryable, tenantId: string, q: string | 
   return selectPage<EntityRow>(sql, {
     columns: entityColumns(sql),
     from: sql`from tenant_memberships m join entities e on e.id = m.entity_id
-      where m.tenant_id = ${tenantId} and m.status = 'active' and e.deleted_at is null ${text}`,
+      where m.tenant_id = ${tenantId} and m.status = 'active' and e.deleted_at is null
+        and (e.tenant_id is null or e.tenant_id = m.tenant_id) ${text}`,
     order: sql`m.created_at, e.id`,
   }, page);
 }
@@ -157,7 +158,8 @@ export async function emailOf(sql: Queryable, entityId: string): Promise<string 
 }
 
 export async function findEntityKind(sql: Queryable, id: string) {
-  const [row] = await sql<{ id: string; kind: string; deleted_at: Date | null }[]>`select id, kind, deleted_at from entities where id = ${id}`;
+  const [row] = await sql<{ id: string; kind: string; tenant_id: string | null; deleted_at: Date | null }[]>`
+    select id, kind, tenant_id, deleted_at from entities where id = ${id}`;
   return row;
 }
 

@@ -8,7 +8,7 @@ import type { AuthzService, Invalidation } from '../authz/index.js';
 import type { Queryable, Sql } from '../db/client.js';
 import { pageOf } from '../db/paging.js';
 import { forbidden, invalidInput, notFound } from '../errors.js';
-import { assignRoleToEntity } from '../roles/assign.js';
+import { assignRoleToEntity, grantableRole } from '../roles/assign.js';
 import { deleteEntityGrantsInTenant } from '../roles/assignment-queries.js';
 import * as v from '../validate.js';
 import * as m from './members-queries.js';
@@ -16,6 +16,7 @@ import type { TenantsService } from './service.js';
 
 export const INVITATION_STATES = ['pending', 'accepted', 'rejected', 'revoked'] as const;
 const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
+const NO_ONE = '00000000-0000-0000-0000-000000000000';
 
 export interface MembersDeps {
   sql: Sql;
@@ -56,11 +57,23 @@ export function createMembersService(deps: MembersDeps) {
     audit.record({ event, outcome: 'allow', actorEntityId: p.entityId, tenantId, targetKind, targetId, details });
   }
 
-  /** Membership plus the optional role, in the caller's transaction; returns the overrides to audit. */
-  async function join(tx: Queryable, p: Principal, tenantId: string, entityId: string, roleId: string | null, operation: string) {
+  /**
+   * Membership plus the optional role, in the caller's transaction; returns the overrides to audit. The
+   * role goes through the one assignment check (assignRoleToEntity), granted by `grantor`: the caller,
+   * or for an invitation the inviter, whose choice of role it was.
+   */
+  async function join(tx: Queryable, grantor: Principal, tenantId: string, entityId: string, roleId: string | null, operation: string) {
     await m.upsertMembership(tx, tenantId, entityId);
     if (!roleId) return null;
-    return assignRoleToEntity(tx, authz, { tenantId, entityId, roleId, actor: p, operation });
+    return assignRoleToEntity(tx, authz, { tenantId, entityId, roleId, actor: grantor, operation });
+  }
+
+  /** The inviter as the grantor of an invitation's role (judged as it stands now; gone: no authority). */
+  function inviterOf(invitation: m.InvitationRow): Principal {
+    return {
+      entityId: invitation.invited_by ?? NO_ONE, entityKind: 'human', homeTenantId: null, tenantId: null,
+      sessionId: null, credentialId: null, credentialKind: 'session', scoped: false,
+    };
   }
 
   async function afterJoin(p: Principal, tenantId: string, entityId: string, assigned: Awaited<ReturnType<typeof join>>) {
@@ -70,10 +83,14 @@ export function createMembersService(deps: MembersDeps) {
     }
   }
 
-  async function humanOf(id: unknown) {
+  /**
+   * An entity that may join this tenant: a global one (humans, platform services) or one the tenant owns.
+   * Another tenant's entity is answered exactly like an unknown id.
+   */
+  async function candidateFor(tenantId: string, id: unknown) {
     const entityId = v.uuid('entityId', id);
     const row = await m.findEntityKind(sql, entityId);
-    if (!row || row.deleted_at) throw notFound('entity');
+    if (!row || row.deleted_at || (row.tenant_id !== null && row.tenant_id !== tenantId)) throw notFound('entity');
     return row;
   }
 
@@ -93,7 +110,7 @@ export function createMembersService(deps: MembersDeps) {
 
     async addMember(p: Principal, tenantId: unknown, entityId: unknown, roleId: unknown): Promise<boolean> {
       const tenant = await administered(p, tenantId);
-      const entity = await humanOf(entityId);
+      const entity = await candidateFor(tenant.id, entityId);
       const role = v.optionalUuid('roleId', roleId);
       const assigned = await sql.begin((tx) => join(tx, p, tenant.id, entity.id, role, 'tenant_member.add'));
       record(p, 'tenant_member.add', tenant.id, 'entity', entity.id, { roleId: role });
@@ -128,7 +145,7 @@ export function createMembersService(deps: MembersDeps) {
       if (!userId && !email) throw invalidInput('give inviteeUserId or inviteeEmail');
       if (email && !EMAIL.test(email)) throw invalidInput('inviteeEmail is not an email address');
       if (userId) {
-        const user = await humanOf(userId);
+        const user = await candidateFor(tenant.id, userId);
         if (user.kind !== 'human') throw invalidInput('only humans can be invited');
         email ??= (await m.emailOf(sql, userId)) ?? null;
       }
@@ -136,6 +153,9 @@ export function createMembersService(deps: MembersDeps) {
       const redirectUrl = v.optionalText('redirectUrl', input.redirectUrl, 2048);
       const token = email ? randomBytes(32).toString('base64url') : null;
       const id = await sql.begin(async (tx) => {
+        // The role is judged now as far as it can be without the invitee (who may not exist yet): a role of
+        // this tenant, or a platform role the caller may grant. Accepting runs the whole check.
+        if (roleId) await grantableRole(tx, authz, { tenantId: tenant.id, roleId, actor: p });
         // resend: the earlier pending invitation (and its token) is replaced by a fresh one.
         if (input.resend === true) await m.revokePendingInvitations(tx, tenant.id, userId, email);
         return m.insertInvitation(tx, {
@@ -173,7 +193,7 @@ export function createMembersService(deps: MembersDeps) {
         const invitation = await m.findPendingInvitationFor(tx, tenant.id, p.entityId);
         if (!invitation || new Date(invitation.expires_at).getTime() < Date.now()) throw notFound('pending invitation');
         await m.setInvitationState(tx, invitation.id, accept ? 'accepted' : 'rejected', p.entityId);
-        return accept ? join(tx, p, tenant.id, p.entityId, invitation.role_id, 'tenant_invitation.accept') : null;
+        return accept ? join(tx, inviterOf(invitation), tenant.id, p.entityId, invitation.role_id, 'tenant_invitation.accept') : null;
       });
       record(p, accept ? 'tenant_invitation.accept' : 'tenant_invitation.reject', tenant.id, 'tenant', tenant.id);
       await afterJoin(p, tenant.id, p.entityId, assigned);
@@ -189,7 +209,7 @@ export function createMembersService(deps: MembersDeps) {
         if (!invitation || new Date(invitation.expires_at).getTime() < Date.now()) throw notFound('pending invitation');
         if (invitation.invitee_user_id && invitation.invitee_user_id !== p.entityId) throw forbidden();
         await m.setInvitationState(tx, invitation.id, 'accepted', p.entityId);
-        const assigned = await join(tx, p, invitation.tenant_id, p.entityId, invitation.role_id, 'tenant_invitation.accept');
+        const assigned = await join(tx, inviterOf(invitation), invitation.tenant_id, p.entityId, invitation.role_id, 'tenant_invitation.accept');
         return { tenantId: invitation.tenant_id, assigned };
       });
       record(p, 'tenant_invitation.accept', result.tenantId, 'tenant', result.tenantId, { via: 'token' });

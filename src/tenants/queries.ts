@@ -69,18 +69,17 @@ export async function setTenantStatus(sql: Queryable, id: string, status: 'activ
   await sql`update tenants set status = ${status}, updated_at = now() where id = ${id} and deleted_at is null`;
 }
 
-/** Soft delete: the tenant's sessions and its entities' certificates are revoked in the same transaction. */
-export async function softDeleteTenant(sql: Queryable, id: string, by: string): Promise<{ sessions: number; certificates: number }> {
+/**
+ * Soft delete: the tenant's sessions are revoked in the same transaction. Its entities' certificates are
+ * the certificate authority's to revoke (ledger, CRL entries): the service calls its hook in this transaction.
+ */
+export async function softDeleteTenant(sql: Queryable, id: string, by: string): Promise<{ sessions: number }> {
   await sql`update tenants set status = 'deleted', deleted_at = now(), deleted_by = ${by}, updated_at = now() where id = ${id}`;
   const sessions = await sql`
     update sessions set revoked_at = now(), revoked_reason = 'tenant deleted'
     where revoked_at is null and (tenant_id = ${id} or entity_id in (select e.id from entities e where e.tenant_id = ${id}))
     returning id`;
-  const certificates = await sql`
-    update credentials set status = 'revoked', revoked_at = now(), revoked_by = ${by}, revocation_reason = 'cessation_of_operation'
-    where kind = 'certificate' and status = 'active' and entity_id in (select e.id from entities e where e.tenant_id = ${id})
-    returning id`;
-  return { sessions: sessions.length, certificates: certificates.length };
+  return { sessions: sessions.length };
 }
 
 export async function restoreTenant(sql: Queryable, id: string): Promise<void> {

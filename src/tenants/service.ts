@@ -24,6 +24,15 @@ export interface TenantsDeps {
   retentionSecs: number;
   /** Seeds a new tenant's default device types inside its creation transaction (profiles domain). */
   seedTenant?: (tx: Queryable, tenantId: string) => Promise<void>;
+  /** The certificate authority's part in a tenant's life (wired in the composition root). */
+  certificates?: TenantCertificateHooks;
+}
+
+export interface TenantCertificateHooks {
+  /** After creation committed: the tenant's issuing authority is provisioned (never throws). */
+  created(tenantId: string, actorEntityId: string): Promise<void>;
+  /** Inside the deletion transaction: revokes the certificates of the tenant's entities; how many. */
+  deleting(tx: Queryable, tenantId: string, actorEntityId: string): Promise<number>;
 }
 
 export function createTenantsService(deps: TenantsDeps) {
@@ -80,6 +89,7 @@ export function createTenantsService(deps: TenantsDeps) {
       record(p, 'tenant.create', id, { name: tenant.name });
       // The creator's grants changed (the tenant-admin role): drop its cached expansion everywhere.
       await deps.invalidate({ kind: 'subjects', entityIds: [p.entityId] });
+      await deps.certificates?.created(id, p.entityId);
       return load(id);
     },
 
@@ -146,7 +156,9 @@ export function createTenantsService(deps: TenantsDeps) {
       const revoked = await sql.begin(async (tx) => {
         const locked = await q.findTenantForUpdate(tx, row.id);
         if (!locked || locked.deleted_at) throw notFound('tenant');
-        return q.softDeleteTenant(tx, row.id, p.entityId);
+        const done = await q.softDeleteTenant(tx, row.id, p.entityId);
+        const certificates = (await deps.certificates?.deleting(tx, row.id, p.entityId)) ?? 0;
+        return { ...done, certificates };
       });
       record(p, 'tenant.delete', row.id, revoked);
       await deps.invalidate({ kind: 'tenants', tenantIds: [row.id] });

@@ -1,4 +1,6 @@
+import { randomBytes, randomUUID } from 'node:crypto';
 import t from 'tap';
+import { CHOSEN_KEY_REFUSED } from '../../src/auth/credentials.js';
 import { adminToken, insertEntity, insertTenant, login, startAuthService } from '../helpers/auth.js';
 import { gql } from '../helpers/service.js';
 import { waitUntil } from '../helpers/wait.js';
@@ -40,10 +42,20 @@ t.test('shared keys: non-human only, returned once, device authentication and sh
 
   const chosen = (await gql(ts.url(), CREATE_KEY, { id: device, input: { key: 'legacy-client-secret-0001' } }, admin)).body.data!.createSharedKey;
   t.equal(chosen.key, 'legacy-client-secret-0001', 'a migrated client secret can be set');
+  // Issue 21 point 5: a key already in use is refused exactly like a weak one (no oracle for device keys).
   const dup = await gql(ts.url(), CREATE_KEY, { id: device, input: { key: 'legacy-client-secret-0001' } }, admin);
-  t.match(dup.body.errors?.[0], { message: 'this shared key is already in use', extensions: { code: 'CONFLICT' } });
   const short = await gql(ts.url(), CREATE_KEY, { id: device, input: { key: 'short' } }, admin);
-  t.equal(short.body.errors?.[0].message, 'key must be 16 to 256 characters without whitespace');
+  t.match(short.body.errors?.[0], { message: CHOSEN_KEY_REFUSED, extensions: { code: 'BAD_REQUEST' } });
+  t.same(dup.body.errors?.map((e: { message: string; extensions: { code: string } }) => [e.message, e.extensions.code]),
+    short.body.errors?.map((e: { message: string; extensions: { code: string } }) => [e.message, e.extensions.code]), 'a collision reads like any refusal');
+  for (const weak of ['aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', '0123456789abcdef0123456789abcdef'.slice(0, 30), 'ABCDEFGHabcdefgh', 'ключ-устройства-0001-длинный', 'x'.repeat(300)]) {
+    const res = await gql(ts.url(), CREATE_KEY, { id: device, input: { key: weak } }, admin);
+    t.equal(res.body.errors?.[0]?.message, CHOSEN_KEY_REFUSED, `refused: ${weak.slice(0, 20)}...`);
+  }
+  for (const strong of [randomUUID(), randomBytes(16).toString('hex'), randomBytes(16).toString('base64url')]) {
+    const res = await gql(ts.url(), CREATE_KEY, { id: device, input: { key: strong } }, admin);
+    t.equal(res.body.data?.createSharedKey?.key, strong, `accepted: a random 128-bit key as ${strong.length} characters`);
+  }
 
   const soon = (await gql(ts.url(), CREATE_KEY, { id: device, input: { expiresAt: new Date(Date.now() + 60_000).toISOString() } }, admin)).body.data!.createSharedKey;
   t.ok(await ts.service.auth.authenticateDeviceKey(soon.key), 'valid before expiry (and cached)');

@@ -19,9 +19,9 @@ t.test('JWKS publishes primary and standby; tokens verify against it with plain 
   t.ok(verify('sha256', Buffer.from(`${h}.${c}`), { key: createPublicKey({ key: jwk as never, format: 'jwk' }), dsaEncoding: 'ieee-p1363' }, Buffer.from(s, 'base64url')));
   const keys = await gql(ts.url(), KEYS, {}, await adminToken(ts));
   t.same(keys.body.data?.signingKeys.map((k: { status: string }) => k.status).sort(), ['primary', 'standby']);
-  t.equal(keys.body.data?.signingKeys[0].storageMode, 'plaintext', 'no SVC_KEY_ENCRYPTION_KEY: plaintext, and health says so');
-  const health = await (await fetch(`${ts.url()}/health`)).json();
-  t.match(health, { signing_keys: { status: 'ok', message: /plaintext/ }, signing_key_state: { plaintext_allowed: true, plaintext_count: 2, encrypted_count: 0 } });
+  t.equal(keys.body.data?.signingKeys[0].storageMode, 'plaintext', 'no SVC_KEY_ENCRYPTION_KEY: plaintext, and systemStatus says so');
+  const status = await gql(ts.url(), `{ systemStatus { signingKeys { status message } signingKeyState { plaintextAllowed plaintextCount encryptedCount } } }`, {}, await adminToken(ts));
+  t.match(status.body.data?.systemStatus, { signingKeys: { status: 'ok', message: /plaintext/ }, signingKeyState: { plaintextAllowed: true, plaintextCount: 2, encryptedCount: 0 } });
 });
 
 t.test('rotation is manage-protected and keeps old tokens verifying, on a fresh instance too', async (t) => {

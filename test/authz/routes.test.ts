@@ -67,8 +67,8 @@ t.test('runtime check APIs', async (t) => {
     t.type(bad.body.error, 'string');
     t.same(await post('/authz/check', { action: 'read', resource_id: ids.ch }, admin), { status: 400, body: { error: 'subject_id is required' } });
     t.same(await post('/authz/check', { subject_id: ids.dev, action: 'read' }, admin), { status: 400, body: { error: 'resource_id or object_kind is required' } });
-    t.same(await post('/authz/check', devOn('ch', 'execute'), admin), { status: 400, body: { error: "action 'execute' is not valid for resource:channel" } });
-    t.same(await post('/authz/check', devOn('ch', 'fly'), admin), { status: 400, body: { error: "unknown action 'fly'" } });
+    t.same(await post('/authz/check', { subject_id: 'not-a-uuid', action: 'read', resource_id: ids.ch }, admin), { status: 400, body: { error: 'subject_id must be a UUID' } },
+      'a malformed request stays a 400');
     const latin1 = await request(`${ts.url()}/authz/check`, {
       method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${admin}` },
       body: Buffer.from(`{"subject_id":"${ids.dev}","action":"read","resource_id":"${ids.ch}","context":{"site":"caf\xe9"}}`, 'latin1'),
@@ -144,6 +144,42 @@ t.test('runtime check APIs', async (t) => {
     t.same(bulk.body.results, { read: { allowed: false, reason: 'denied by access token permission ceiling' } });
   });
 
+  await t.test('an unknown or inapplicable action is a decision, not a request error', async (t) => {
+    t.same(await post('/authz/check', devOn('ch', 'execute'), admin), {
+      status: 200, body: { allowed: false, reason: "action 'execute' is not valid for resource:channel", details: { action: 'execute', object_kind: 'resource', object_type: 'resource:channel' } },
+    });
+    t.same(await post('/authz/check', devOn('ch', 'fly'), admin), { status: 200, body: { allowed: false, reason: "unknown action 'fly'", details: { action: 'fly' } } });
+    t.same(await post('/authz/check', { subject_id: ids.alice, action: 'publish', object_kind: 'entity', object_id: ids.dev }, admin), {
+      status: 200, body: { allowed: false, reason: "action 'publish' is not valid for entity:device", details: { action: 'publish', object_kind: 'entity', object_type: 'entity:device' } },
+    });
+    const bulk = await post('/authz/check/bulk', { subject_id: ids.dev, resource_id: ids.ch, actions: ['publish', 'fly', 'execute', 'delete'] }, admin);
+    t.same(bulk.body.results, {
+      publish: { allowed: true, reason: 'allowed' },
+      fly: { allowed: false, reason: "unknown action 'fly'" },
+      execute: { allowed: false, reason: "action 'execute' is not valid for resource:channel" },
+      delete: { allowed: false, reason: 'no matching allow policy' },
+    }, 'a bulk check answers every item');
+    const explained = await post('/authz/explain', devOn('ch', 'execute'), admin);
+    t.equal(explained.status, 200);
+    t.match(explained.body, { allowed: false, reason: "action 'execute' is not valid for resource:channel", subject: { id: ids.dev }, resource: { id: ids.ch, type: 'resource:channel' },
+      capability: { name: 'execute' }, matched_binding: null, evaluated_bindings: [] });
+    const gqlBulk = await gql(ts.url(), `query ($i: [AuthzCheckInput!]!) { authzBulkCheck(input: $i) { allowed reason details } }`, { i: [
+      { subjectId: ids.dev, action: 'publish', resourceId: ids.ch },
+      { subjectId: ids.dev, action: 'publish', objectKind: 'entity', objectId: ids.dev },
+      { subjectId: ids.dev, action: 'subscribe', resourceId: ids.ch2 },
+    ] }, checker);
+    t.same(gqlBulk.body.data?.authzBulkCheck, [
+      { allowed: true, reason: 'allowed', details: null },
+      { allowed: false, reason: "action 'publish' is not valid for entity:device", details: { action: 'publish', object_kind: 'entity', object_type: 'entity:device' } },
+      { allowed: false, reason: 'no matching allow policy', details: null },
+    ]);
+    const gqlExplain = await gql(ts.url(), `query ($i: AuthzCheckInput!) { authzExplain(input: $i) { allowed reason evaluatedBindings } }`,
+      { i: { subjectId: ids.dev, action: 'fly', resourceId: ids.ch } }, admin);
+    t.same(gqlExplain.body.data?.authzExplain, { allowed: false, reason: "unknown action 'fly'", evaluatedBindings: [] });
+    const malformed = await gql(ts.url(), `query ($i: AuthzCheckInput!) { authzCheck(input: $i) { allowed } }`, { i: { subjectId: 'x', action: 'read', resourceId: ids.ch } }, admin);
+    t.match(malformed.body.errors?.[0], { extensions: { code: 'BAD_REQUEST' } }, 'a subject id that is not a UUID stays a request error');
+  });
+
   await t.test('bulk', async (t) => {
     const res = await post('/authz/check/bulk', { subject_id: ids.dev, resource_id: ids.ch, actions: ['publish', 'subscribe', 'delete', 'execute'] }, admin);
     t.same(res, {
@@ -207,7 +243,9 @@ t.test('runtime check APIs', async (t) => {
     t.match(await call({ subject_id: ids.dev, action: 'publish', object_kind: 'resource', object_id: ids.ch2 }, checker), { res: { allowed: false, reason: 'no matching allow policy' } });
     t.match(await call({ subject_id: ids.dev, action: 'publish', resource_id: ids.ch }), { err: { code: grpc.status.UNAUTHENTICATED } });
     t.match(await call({ subject_id: ids.dev, action: 'publish', resource_id: ids.ch }, nobody), { err: { code: grpc.status.PERMISSION_DENIED, details: 'forbidden' } });
-    t.match(await call({ subject_id: ids.dev, action: 'fly', resource_id: ids.ch }, checker), { err: { code: grpc.status.INVALID_ARGUMENT, details: "unknown action 'fly'" } });
+    t.match(await call({ subject_id: ids.dev, action: 'fly', resource_id: ids.ch }, checker), { err: null, res: { allowed: false, reason: "unknown action 'fly'" } });
+    t.match(await call({ subject_id: ids.dev, action: 'execute', resource_id: ids.ch }, checker), { err: null, res: { allowed: false, reason: "action 'execute' is not valid for resource:channel" } });
+    t.match(await call({ subject_id: 'not-a-uuid', action: 'read', resource_id: ids.ch }, checker), { err: { code: grpc.status.INVALID_ARGUMENT } }, 'a malformed request stays an error');
   });
 
   await t.test('audit: checks, denials with tenant state, explain', async (t) => {

@@ -24,11 +24,14 @@ const probe = {
   },
 };
 
-function executor(options: Partial<{ maxDepth: number; maxComplexity: number; introspection: boolean }> = {}) {
+/** The service's defaults (src/config.ts) unless the test says otherwise. */
+const DEFAULT_LIMITS = { maxDepth: 20, maxComplexity: 1000, maxTokens: 10_000, maxNesting: 64, maxFragments: 100, maxAliases: 100 };
+
+function executor(options: Partial<typeof DEFAULT_LIMITS & { introspection: boolean }> = {}) {
   return createGraphqlExecutor(buildSchema([baseGraphqlModule(), probe]), {
+    ...DEFAULT_LIMITS,
+    ...options,
     introspection: options.introspection ?? false,
-    maxDepth: options.maxDepth ?? 20,
-    maxComplexity: options.maxComplexity ?? 1000,
     cacheSize: 10,
   }, testLogger());
 }

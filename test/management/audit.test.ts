@@ -20,11 +20,11 @@ const dataOf = (b: Body) => {
 };
 const FORBIDDEN = { code: 'FORBIDDEN', message: 'forbidden' };
 
-const LOGS = `query ($actor: ID, $t: ID, $tk: String, $tid: String, $e: String, $o: AuditOutcome, $from: String, $to: String, $limit: Int, $offset: Int) {
+const LOGS = `query ($actor: ID, $t: ID, $tk: String, $tid: ID, $e: String, $o: AuditOutcome, $from: String, $to: String, $limit: Int, $offset: Int) {
   auditLogs(actorEntityId: $actor, tenantId: $t, targetKind: $tk, targetId: $tid, event: $e, outcome: $o, from: $from, to: $to, limit: $limit, offset: $offset) {
     total items { id actorEntityId tenantId targetKind event outcome createdAt } } }`;
 // A variable limit counts as the largest page in the complexity budget: the full field set goes with a literal one.
-const FULL = `query ($e: String, $o: AuditOutcome, $tk: String, $tid: String) {
+const FULL = `query ($e: String, $o: AuditOutcome, $tk: String, $tid: ID) {
   auditLogs(event: $e, outcome: $o, targetKind: $tk, targetId: $tid, limit: 50) {
     total items { id actorEntityId tenantId targetKind targetId event outcome details requestId createdAt } } }`;
 const ENTITY_LOGS = `query ($id: ID!, $limit: Int) { entityAuditLogs(entityId: $id, limit: $limit) { total items { id actorEntityId tenantId targetId event } } }`;

@@ -120,7 +120,7 @@ t.test('entities: create, read, list, update, lifecycle, ownership and isolation
   await t.test('delete → restore → purge', async (t) => {
     const doomed = await createEntity(ts, alice.token, { kind: 'device', name: 'doomed', tenantId: acme });
     t.equal((await ok(ts, alice.token, `mutation ($id: ID!) { deleteEntity(id: $id) }`, { id: doomed })).deleteEntity, true);
-    t.match(await fails(ts, alice.token, `query ($id: ID!) { entity(id: $id) { id } }`, { id: doomed }), [{ extensions: { code: 'FORBIDDEN' } }]);
+    t.match(await fails(ts, alice.token, `query ($id: ID!) { entity(id: $id) { id } }`, { id: doomed }), [{ message: 'entity not found', extensions: { code: 'NOT_FOUND' } }]);
     const live = await ok(ts, alice.token, `query ($t: ID!) { entities(tenantId: $t, q: "doomed") { total } }`, { t: acme });
     t.equal(live.entities.total, 0, 'gone from default listings');
     t.match(await fails(ts, alice.token, `query ($t: ID!) { entities(tenantId: $t, deleted: deleted) { total } }`, { t: acme }), [{ message: 'forbidden' }]);

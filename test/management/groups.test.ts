@@ -317,7 +317,8 @@ t.test('delete -> restore -> purge: soft delete hides, platform admin restores a
   t.same((await call(admin, `query ($id: ID!) { entity(id: $id) { objectGroupIds } }`, { id: d })).data?.entity.objectGroupIds, [], 'containment by a deleted group is not shown');
   t.same(errorOf(await call(alice.token, LIST, { tenantId: tenantA, deleted: 'deleted' })), FORBIDDEN);
   t.ok((await call(admin, LIST, { tenantId: tenantA, deleted: 'deleted', limit: 100 })).data?.groups.items.some((x: any) => x.id === g.id));
-  t.same(errorOf(await call(alice.token, GET, { id: g.id })), FORBIDDEN, 'a deleted group is for platform admins only');
+  t.same(errorOf(await call(alice.token, GET, { id: g.id })), { code: 'NOT_FOUND', message: 'group not found' }, 'a deleted group is missing to live reads');
+  t.same(errorOf(await call(admin, GET, { id: g.id })), { code: 'NOT_FOUND', message: 'group not found' }, 'for platform admins too');
   t.same(errorOf(await call(alice.token, CONTAIN, { e: d, g: g.id })), { code: 'NOT_FOUND', message: 'group not found' }, 'and cannot be used');
   t.same(errorOf(await call(alice.token, `mutation ($id: ID!) { restoreGroup(id: $id) }`, { id: g.id })), FORBIDDEN);
   t.equal((await call(admin, `mutation ($id: ID!) { restoreGroup(id: $id) }`, { id: g.id })).data?.restoreGroup, true);

@@ -146,8 +146,9 @@ t.test('delete -> restore -> purge: soft delete hides, platform admin restores a
   t.same(deleted.items.map((x: any) => x.id), [r.id]);
   const all = (await call(admin, LIST, { tenantId: tenantA, deleted: 'all', limit: 100 })).data?.resources;
   t.equal(all.total, live.total + 1);
-  t.match((await call(admin, GET, { id: r.id })).data?.resource, { id: r.id, deletedAt: String });
-  t.same(errorOf(await call(alice.token, GET, { id: r.id })), FORBIDDEN, 'a deleted resource cannot be used');
+  t.match(deleted.items, [{ id: r.id }], 'a deleted resource is listed with deleted: deleted');
+  t.same(errorOf(await call(admin, GET, { id: r.id })), { code: 'NOT_FOUND', message: 'resource not found' }, 'and missing to live reads');
+  t.same(errorOf(await call(alice.token, GET, { id: r.id })), { code: 'NOT_FOUND', message: 'resource not found' }, 'whoever asks');
   t.same(errorOf(await call(alice.token, UPDATE, { id: r.id, input: { name: 'x' } })), { code: 'NOT_FOUND', message: 'resource not found' });
   const decision = await call(admin, `query ($input: AuthzCheckInput!) { authzCheck(input: $input) { allowed } }`,
     { input: { subjectId: alice.id, action: 'read', resourceId: r.id } });

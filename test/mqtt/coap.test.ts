@@ -13,7 +13,7 @@ const CH = '6f1c9d2e-2222-4a55-9d55-000000000002';
 t.test('CoAP ingest', async (t) => {
   const calls: { key: string; input: PublishInput }[] = [];
   const server = coapServer({
-    blocks: { maxMessageBytes: 8192, maxHeldBytes: 16384 },
+    blocks: { maxMessageBytes: 8192, maxHeldBytes: 16384, timeoutMs: 15_000 },
     messaging: {
       async publishWithKey(key, input) {
         calls.push({ key, input });
@@ -89,11 +89,11 @@ function block1(num: number, more: boolean, szx: number): Buffer {
   return Buffer.from([(v >> 16) & 0xff, (v >> 8) & 0xff, v & 0xff]);
 }
 
-t.test('block-wise uploads are bounded before the package reassembles them', async (t) => {
+t.test('block-wise uploads are bounded before anything is reassembled', async (t) => {
   const published: string[] = [];
   const server = coapServer({
     // Room for four unfinished uploads: each reserves a whole message.
-    blocks: { maxMessageBytes: 8192, maxHeldBytes: 4 * 8192 },
+    blocks: { maxMessageBytes: 8192, maxHeldBytes: 4 * 8192, timeoutMs: 60_000 },
     messaging: {
       async publishWithKey(_key, input) {
         published.push(input.payload.toString());
@@ -103,11 +103,12 @@ t.test('block-wise uploads are bounded before the package reassembles them', asy
   });
   const port = await server.listen('127.0.0.1', 0);
   t.teardown(() => server.close(1000));
-  const uriPath = ['m', WS, 'c', CH].map((p) => ({ name: 'Uri-Path' as const, value: Buffer.from(p) }));
   const send = rawClient(t, port);
-  const upload = (token: number, num: number, more: boolean, payload: Buffer) => send({
-    token: Buffer.from([token >> 8, token & 0xff]), code: '0.02', confirmable: true,
-    options: [...uriPath, { name: 'Block1', value: block1(num, more, 6) }, { name: 'Uri-Query', value: Buffer.from('auth=k') }],
+  // Blocks belong together by endpoint and options (RFC 7959 2.4): each transfer has its own subtopic.
+  const upload = (transfer: number, num: number, more: boolean, payload: Buffer, extra: { name: 'Size1'; value: Buffer }[] = []) => send({
+    token: Buffer.from([transfer >> 8, transfer & 0xff]), code: '0.02', confirmable: true,
+    options: [...['m', WS, 'c', CH, `t${transfer}`].map((p) => ({ name: 'Uri-Path' as const, value: Buffer.from(p) })),
+      { name: 'Block1', value: block1(num, more, 6) }, { name: 'Uri-Query', value: Buffer.from('auth=k') }, ...extra],
     payload,
   });
 
@@ -118,43 +119,45 @@ t.test('block-wise uploads are bounded before the package reassembles them', asy
   t.equal(huge.payload.toString(), 'message exceeds the limit of 8192 bytes');
   const size1 = huge.options.find((o) => o.name === 'Size1')?.value;
   t.equal(size1?.readUIntBE(0, size1.length), 8192, 'Size1 states the limit');
-
-  // Four unfinished transfers fill the room; a fifth waits for one to finish or expire.
   const kib = Buffer.alloc(1024, 0x20);
-  for (let token = 10; token < 14; token++) t.equal((await upload(token, 0, true, kib)).code, '2.31', `transfer ${token} continues`);
+  t.equal((await upload(2, 0, true, kib, [{ name: 'Size1', value: Buffer.from([0x40, 0x00]) }])).code, '4.13', 'a Size1 past the limit is refused at the first block');
+
+  // Four unfinished transfers fill the room; a fifth waits for one to finish, fail or time out.
+  for (let transfer = 10; transfer < 14; transfer++) t.equal((await upload(transfer, 0, true, kib)).code, '2.31', `transfer ${transfer} continues`);
   const turnedAway = await upload(14, 0, true, kib);
   t.equal(turnedAway.code, '5.03');
   t.equal(turnedAway.payload.toString(), 'too many block-wise uploads in progress');
   t.equal((await upload(10, 1, true, kib)).code, '2.31', 'a transfer already held goes on');
   t.equal((await upload(10, 8, false, kib)).code, '4.13', 'until a block would carry it past the limit');
+  t.equal((await upload(14, 0, true, kib)).code, '2.31', 'which ends it and frees its room');
 
   // A finished transfer frees what it held: a new one is taken, and a whole pack arrives.
   const pack = Buffer.from(JSON.stringify([{ n: 't', v: 1 }]).padEnd(1024, ' '));
   t.equal((await upload(11, 1, false, pack)).code, '2.04', 'transfer 11 completes');
   t.equal((await upload(15, 0, true, kib)).code, '2.31', 'and a new transfer fits again');
   t.equal(published.length, 1, 'only the completed upload reached the pipeline');
+  t.equal(published[0]?.length, 2048);
 });
 
-t.test('an upload refused midway, or whose blocks never join up, keeps its room until the package lets it go', async (t) => {
+t.test('an upload whose blocks never join up keeps its room until it times out', async (t) => {
   const server = coapServer({
-    blocks: { maxMessageBytes: 4096, maxHeldBytes: 3 * 4096 },
+    blocks: { maxMessageBytes: 4096, maxHeldBytes: 3 * 4096, timeoutMs: 60_000 },
     messaging: { async publishWithKey() { return { stored: 1, messages: [] }; } },
   });
   const port = await server.listen('127.0.0.1', 0);
   t.teardown(() => server.close(1000));
   const send = rawClient(t, port);
-  const uriPath = ['m', WS, 'c', CH].map((p) => ({ name: 'Uri-Path' as const, value: Buffer.from(p) }));
-  const upload = (token: number, num: number, more: boolean, payload: Buffer) => send({
-    token: Buffer.from([token]), code: '0.02', confirmable: true,
-    options: [...uriPath, { name: 'Block1', value: block1(num, more, 6) }, { name: 'Uri-Query', value: Buffer.from('auth=k') }],
+  const upload = (transfer: number, num: number, more: boolean, payload: Buffer) => send({
+    token: Buffer.from([transfer]), code: '0.02', confirmable: true,
+    options: [...['m', WS, 'c', CH, `t${transfer}`].map((p) => ({ name: 'Uri-Path' as const, value: Buffer.from(p) })),
+      { name: 'Block1', value: block1(num, more, 6) }, { name: 'Uri-Query', value: Buffer.from('auth=k') }],
     payload,
   });
   const kib = Buffer.alloc(1024, 0x20);
 
   t.equal((await upload(1, 0, true, kib)).code, '2.31');
-  t.equal((await upload(1, 4, true, kib)).code, '4.13', 'upload 1 is refused midway; the package still holds its first block');
   t.equal((await upload(2, 0, true, kib)).code, '2.31');
-  t.not((await upload(2, 2, false, kib)).code, '2.04', 'upload 2 ends with block 1 missing: the package cannot join it');
-  for (let i = 0; i < 5; i++) t.equal((await upload(3, 0, true, kib)).code, '2.31', 'the same block sent again is not counted again');
+  t.equal((await upload(2, 2, false, kib)).code, '4.08', 'upload 2 ends with block 1 missing: it cannot be joined');
+  for (let i = 0; i < 5; i++) t.equal((await upload(3, 0, true, kib)).code, '2.31', 'the same first block sent again is not counted again');
   t.equal((await upload(4, 0, true, kib)).code, '5.03', 'uploads 1 and 2 still hold their room, with upload 3 the room is full');
 });

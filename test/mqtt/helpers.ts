@@ -111,7 +111,7 @@ export function coapServer(options: { messaging?: Partial<CoapMessaging> } & Par
   };
   return createCoapServer({
     log: testLogger(),
-    blocks: { maxMessageBytes: 8192, maxHeldBytes: 16384 },
+    blocks: { maxMessageBytes: 8192, maxHeldBytes: 16384, timeoutMs: 15_000 },
     observe: { maxObservations: 1000, maxPerDevice: 100, revalidateSecs: 0 },
     authenticateDeviceKey: () => Promise.resolve(null),
     ...options,

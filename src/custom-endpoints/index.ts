@@ -1,0 +1,82 @@
+// The custom-endpoints domain's public face: management over GraphQL, the routing table, the call route
+// on the management listener and the execution log.
+import type { AuditWriter } from '../audit/writer.js';
+import type { BearerAuthentication } from '../auth/bearer.js';
+import type { AuthzService } from '../authz/index.js';
+import type { Sql } from '../db/client.js';
+import type { BatchWriterOptions } from '../db/batch-writer.js';
+import type { NotifyHub } from '../db/notify-hub.js';
+import type { GraphqlExecutor } from '../graphql/executor.js';
+import type { GraphqlModule } from '../graphql/schema.js';
+import type { RateLimiter } from '../http/rate-limit.js';
+import type { HttpServer } from '../http/server.js';
+import type { Logger } from '../log.js';
+import { createExecutionLog, type ExecutionLog } from './execution-log.js';
+import { createRequestSchemas } from './request-schema.js';
+import { customEndpointsGraphqlModule } from './resolvers.js';
+import { createRouter, type Router } from './router.js';
+import { registerCustomEndpointRoutes } from './routes.js';
+import { createEndpointService } from './service.js';
+
+export type { Route, Router } from './router.js';
+
+export interface CustomEndpointSettings {
+  bodyLimitBytes: number;
+  timeoutMs: number;
+  logSummaryMaxBytes: number;
+}
+
+export interface CustomEndpointsDeps {
+  sql: Sql;
+  hub: NotifyHub;
+  authz: AuthzService;
+  audit: AuditWriter;
+  log: Logger;
+  lists: { defaultLimit: number; maxLimit: number };
+  settings: CustomEndpointSettings;
+  /** Batching of the execution log (the audit writer's settings). */
+  logWriter: BatchWriterOptions;
+  /** The executor /graphql uses; built after the schema this domain contributes to, hence a getter. */
+  executor: () => GraphqlExecutor;
+}
+
+export interface CustomEndpoints {
+  graphqlModule(): GraphqlModule;
+  /** Loads the routing table and follows changes (after the executor exists). */
+  start(): Promise<void>;
+  /** limiter: absent when rate limits are off. */
+  registerRoutes(server: HttpServer, deps: { auth: BearerAuthentication; limiter: RateLimiter | undefined }): void;
+  readonly router: Router;
+  readonly executions: ExecutionLog;
+  /** Calls cut at the time limit, and resolvers refused because their call was cut. */
+  readonly stats: { timeouts: number; refusedAfterTimeout: number };
+  close(): Promise<void>;
+}
+
+export function createCustomEndpoints(deps: CustomEndpointsDeps): CustomEndpoints {
+  const schemas = createRequestSchemas();
+  const router = createRouter({ sql: deps.sql, hub: deps.hub, schemas, log: deps.log });
+  const executions = createExecutionLog(deps.sql, { ...deps.logWriter, summaryMaxBytes: deps.settings.logSummaryMaxBytes }, deps.log);
+  const stats = { timeouts: 0, refusedAfterTimeout: 0 };
+  const service = createEndpointService({
+    sql: deps.sql, authz: deps.authz, audit: deps.audit, lists: deps.lists, schemas, router,
+    checkGraphql: (text) => deps.executor().check(text),
+  });
+  return {
+    graphqlModule: () => customEndpointsGraphqlModule(service),
+    start: () => router.start(),
+    registerRoutes(server, r) {
+      registerCustomEndpointRoutes(server, {
+        router, auth: r.auth, authz: deps.authz, limiter: r.limiter, executions, sql: deps.sql, executor: deps.executor,
+        settings: deps.settings, stats, log: deps.log,
+      });
+    },
+    router,
+    executions,
+    stats,
+    async close() {
+      router.close();
+      await executions.close();
+    },
+  };
+}

@@ -1,0 +1,127 @@
+// One gRPC call's life: the bearer caller from `authorization` metadata, the client's deadline, and the
+// translation of AppError kinds into status codes (INTERFACES.md section 4). Handlers answer synchronously
+// when everything they need is cached, so the hot path allocates no promise.
+import * as grpc from '@grpc/grpc-js';
+// The leaf modules, not the auth domain's index: like src/graphql/context.ts, this plumbing (and the bench's
+// baseline server, which loads it from dist/) needs the bearer parser and the Principal type, nothing else.
+import { bearerToken } from '../auth/bearer.js';
+import type { Principal } from '../auth/principal.js';
+import { isUnexpected, toAppError, unauthenticated, type ErrorKind } from '../errors.js';
+import type { Logger } from '../log.js';
+
+/**
+ * INTERFACES.md section 4: not found, bad request, unauthenticated, forbidden, conflict, rate limit, else
+ * INTERNAL. The HTTP-only kinds upstream has no counterpart for get the standard code of their meaning:
+ * an oversized body is RESOURCE_EXHAUSTED (as grpc-js answers an oversized message itself), something not
+ * implemented UNIMPLEMENTED, and a dependency that is down stays UNAVAILABLE, the code clients retry on.
+ */
+export const STATUS: Record<ErrorKind, grpc.status> = {
+  INVALID_INPUT: grpc.status.INVALID_ARGUMENT,
+  UNAUTHENTICATED: grpc.status.UNAUTHENTICATED,
+  FORBIDDEN: grpc.status.PERMISSION_DENIED,
+  NOT_FOUND: grpc.status.NOT_FOUND,
+  METHOD_NOT_ALLOWED: grpc.status.UNIMPLEMENTED,
+  CONFLICT: grpc.status.ALREADY_EXISTS,
+  PAYLOAD_TOO_LARGE: grpc.status.RESOURCE_EXHAUSTED,
+  UNSUPPORTED_MEDIA_TYPE: grpc.status.INVALID_ARGUMENT,
+  NOT_IMPLEMENTED: grpc.status.UNIMPLEMENTED,
+  RATE_LIMITED: grpc.status.RESOURCE_EXHAUSTED,
+  UNAVAILABLE: grpc.status.UNAVAILABLE,
+  INTERNAL: grpc.status.INTERNAL,
+};
+
+/** Any thrown value as a gRPC error: the same translation and logging as the HTTP edge. */
+export function toGrpcError(err: unknown, log: Logger, method: string): grpc.ServiceError {
+  const appErr = toAppError(err);
+  if (isUnexpected(appErr)) log.error('gRPC call failed', { method, err });
+  const metadata = new grpc.Metadata();
+  // A lockout or rate limit says when to come back, as Retry-After does over HTTP.
+  if (appErr.retryAfterSeconds !== undefined) metadata.set('retry-after', String(appErr.retryAfterSeconds));
+  return Object.assign(new Error(appErr.message), { code: STATUS[appErr.kind], details: appErr.message, metadata });
+}
+
+export type TokenVerdict = { ok: true; principal: Principal } | { ok: false; reason: string };
+/** The bearer verifier of the auth domain: synchronous on a cache hit. */
+export type VerifyToken = (token: string) => TokenVerdict | Promise<TokenVerdict>;
+
+const REFUSED: Record<string, string> = {
+  malformed: 'malformed token', invalid: 'invalid token', expired: 'expired token', revoked: 'revoked token',
+  inactive: 'token of an inactive entity or tenant',
+};
+
+/** A token's verdict as the caller, or UNAUTHENTICATED naming what was wrong with it. */
+export function principalOf(verdict: TokenVerdict): Principal {
+  if (verdict.ok) return verdict.principal;
+  throw unauthenticated(REFUSED[verdict.reason] ?? 'invalid token');
+}
+
+/** The caller behind `authorization: Bearer <token>`: synchronous when the token is cached. */
+export function callerOf(metadata: grpc.Metadata, verify: VerifyToken): Principal | Promise<Principal> {
+  const values = metadata.get('authorization');
+  if (values.length === 0) throw unauthenticated('missing authorization metadata');
+  const header = values[0];
+  if (typeof header !== 'string') throw unauthenticated('invalid authorization metadata');
+  const token = bearerToken(header);
+  if (token === null) throw unauthenticated('expected Bearer token');
+  const verdict = verify(token);
+  return verdict instanceof Promise ? verdict.then(principalOf) : principalOf(verdict);
+}
+
+/** Thrown by checkpoint() once the client gave up: the rest of the handler's work is skipped. */
+class Abandoned extends Error {}
+
+export interface CallContext {
+  readonly metadata: grpc.Metadata;
+  /**
+   * Call between steps that cost something (a query, a password hash): throws once the deadline passed
+   * or the client cancelled, so work nobody waits for is not done (nor a failed attempt counted).
+   */
+  checkpoint(): void;
+}
+
+export type Handler<Req, Res> = (request: Req, ctx: CallContext) => Res | Promise<Res>;
+export type Unary = <Req, Res>(method: string, handler: Handler<Req, Res>) => grpc.handleUnaryCall<Req, Res>;
+
+export interface CallStats {
+  /** Calls received. */
+  calls: number;
+  /** Calls whose deadline passed (or whose client cancelled) before the handler finished its work. */
+  abandoned: number;
+}
+
+function deadlineMs(call: grpc.ServerUnaryCall<unknown, unknown>): number {
+  const d = call.getDeadline();
+  return d instanceof Date ? d.getTime() : d;
+}
+
+export function createUnary(log: Logger): { unary: Unary; stats: CallStats } {
+  const stats: CallStats = { calls: 0, abandoned: 0 };
+  const unary: Unary = (method, handler) => (call, callback) => {
+    stats.calls++;
+    const deadline = deadlineMs(call);
+    const ctx: CallContext = {
+      metadata: call.metadata,
+      checkpoint() {
+        if (call.cancelled || deadline <= Date.now()) throw new Abandoned();
+      },
+    };
+    const fail = (err: unknown) => {
+      if (err instanceof Abandoned) {
+        stats.abandoned++;
+        // grpc-js has answered DEADLINE_EXCEEDED or CANCELLED already; this status goes nowhere.
+        return callback({ code: grpc.status.DEADLINE_EXCEEDED, details: 'deadline exceeded' });
+      }
+      callback(toGrpcError(err, log, method));
+    };
+    let result;
+    try {
+      ctx.checkpoint();
+      result = handler(call.request, ctx);
+    } catch (err) {
+      return fail(err);
+    }
+    if (result instanceof Promise) result.then((res) => callback(null, res), fail);
+    else callback(null, result);
+  };
+  return { unary, stats };
+}

@@ -1,0 +1,152 @@
+// The certificate authority's public surface: the only module other domains and the composition root
+// import. createPki wires authorities, profiles, issuance, revocation and their GraphQL; the returned
+// object also carries the service API for the other entry points (enrollment, EST, gRPC, publication).
+import type { AuditWriter } from '../audit/index.js';
+import type { Authz } from '../authz/index.js';
+import type { Queryable, Sql } from '../db/client.js';
+import type { NotifyHub } from '../db/notify-hub.js';
+import type { GraphqlModule } from '../graphql/schema.js';
+import type { Logger } from '../log.js';
+import { createPkiAccess } from './access.js';
+import { createAuthorities } from './authorities.js';
+import { bootstrapFromConfig, checkStoredKeys } from './authority-bootstrap.js';
+import { createProvisioning } from './authority-provisioning.js';
+import { selectLiveAuthorities } from './authority-queries.js';
+import { createCertificateReads } from './certificates.js';
+import { createIssuance } from './issuance.js';
+import { createIssuanceWriter } from './issuance-writer.js';
+import { createCsrReader } from './csr-reader.js';
+import type { WorkerPool } from '../worker-pool.js';
+import { queuedKeys } from './key-queue.js';
+import type { CaKeys, KeyAlgorithm, KeyBackendKind } from './keys/types.js';
+import { createProfiles } from './profiles.js';
+import { createRegistry } from './registry.js';
+import { pkiGraphqlModule } from './resolvers.js';
+import { selectIssuerLedger } from './revocation-queries.js';
+import { createRevocation } from './revocation.js';
+
+export type { CaKeys, GeneratedKey, KeyAlgorithm, KeyBackendKind, StoredKeyRef } from './keys/types.js';
+export { KEY_ALGORITHMS } from './keys/types.js';
+export type { Caller, IssueInput, RenewInput, IssuedCertificate } from './issuance.js';
+export type { RevokeInput, Revocation, BulkInput } from './revocation.js';
+export type { ResolvedCertificate, CertificateStatus } from './certificates.js';
+export type { IssuerContext } from './registry.js';
+export type { LedgerRow } from './revocation-queries.js';
+export type { AuthorityRow, AuthorityKind, AuthorityStatus } from './authority-queries.js';
+export type { CertificateRow } from './certificate-queries.js';
+export { REVOKED_TOPIC, type RevokedNotice } from './revocation-events.js';
+export { CHANGED_TOPIC, type Change as AuthorityChange } from './registry.js';
+export { identityUri } from './leaf-builder.js';
+export { readCsr, readCsrDer, type CsrRequest } from './csr.js';
+export { derToPem, pemBlocks, sha256Hex, signatureAlgorithmDer, REVOCATION_REASONS, REASON_CODES, type RevocationReason } from './der.js';
+export { publicationUrls } from './extensions.js';
+
+export interface PkiSettings {
+  publicBaseUrl: string;
+  rootCertPath: string | undefined;
+  platformIntermediateCertPath: string | undefined;
+  platformIntermediateKeyPath: string | undefined;
+  caKeyBackend: KeyBackendKind;
+  authorityKeyAlgorithm: KeyAlgorithm;
+  authorityTtlSecs: number;
+  maxCsrBytes: number;
+  generatedKeyIssuance: boolean;
+  /** SVC_PKI_PKCS11_MAX_IN_FLIGHT: token operations of this service beyond it wait for a slot. */
+  pkcs11MaxInFlight: number;
+  lists: { defaultLimit: number; maxLimit: number };
+}
+
+export interface PkiDeps {
+  sql: Sql;
+  hub: NotifyHub;
+  authz: Authz;
+  audit: AuditWriter;
+  keys: CaKeys;
+  /** The worker pool: CSRs are read and verified there. */
+  workers: WorkerPool;
+  log: Logger;
+  settings: PkiSettings;
+}
+
+export function createPki(deps: PkiDeps) {
+  const { sql, hub, authz, audit, log, settings } = deps;
+  const keys = queuedKeys(deps.keys, { pkcs11InFlight: settings.pkcs11MaxInFlight, maxWaiting: settings.pkcs11MaxInFlight * 128 });
+  const access = createPkiAccess({ sql, authz });
+  const registry = createRegistry({ sql, hub, log });
+  const provisioning = createProvisioning({
+    sql, keys, registry, log,
+    settings: { backend: settings.caKeyBackend, algorithm: settings.authorityKeyAlgorithm, ttlSecs: settings.authorityTtlSecs, publicBaseUrl: settings.publicBaseUrl },
+  });
+  const writer = createIssuanceWriter({ sql, hub });
+  const csrs = createCsrReader({ workers: deps.workers, maxBytes: settings.maxCsrBytes });
+  const issuance = createIssuance({
+    sql, keys, registry, provisioning, access, writer, audit, csrs, settings: { generatedKeyIssuance: settings.generatedKeyIssuance },
+  });
+  const revocation = createRevocation({ sql, hub, access, audit });
+  const certificates = createCertificateReads({ sql, access, lists: settings.lists });
+  const profiles = createProfiles({ sql, access, audit, changed: (id) => registry.changed({ profiles: [id], all: true }) });
+  const authorities = createAuthorities({ sql, access, provisioning, registry });
+  let stopping = false;
+  let reconciling: Promise<unknown> | undefined;
+
+  return {
+    /**
+     * Start: refuses stored keys this configuration cannot use (naming the authority), loads root and
+     * platform intermediate from configuration, makes the platform leaf issuer, then provisions tenants
+     * that still lack an issuer in the background.
+     */
+    async init(): Promise<void> {
+      checkStoredKeys(keys, await selectLiveAuthorities(sql));
+      const changed = await bootstrapFromConfig({ sql, keys, log }, settings);
+      if (changed.length) await registry.changed({ all: true });
+      await provisioning.ensurePlatformLeafIssuer();
+      reconciling = provisioning.reconcileTenants({ pageSize: 100, isStopping: () => stopping })
+        .then((made) => { if (made) log.info('tenant authorities provisioned', { count: made }); })
+        .catch((err: unknown) => log.warn('provisioning tenant authorities failed; retried at next start or first issuance', { err: String(err) }));
+    },
+
+    graphqlModule(): GraphqlModule {
+      return pkiGraphqlModule({ authorities, profiles, certificates, issuance, revocation });
+    },
+
+    /** For the tenants domain (wired in the composition root). */
+    tenantHooks: {
+      /** After a tenant is created: its intermediate, when a platform intermediate is active. Never throws. */
+      async created(tenantId: string, actorEntityId: string | null): Promise<void> {
+        try {
+          await provisioning.ensureTenantIssuer(tenantId, { entityId: actorEntityId });
+        } catch (err) {
+          log.warn('provisioning the authority of a new tenant failed; retried at first issuance', { tenant_id: tenantId, err: String(err) });
+        }
+      },
+      /** Inside the tenant's deletion transaction: its entities' certificates are revoked (and stay so on restore). */
+      deleting: (tx: Queryable, tenantId: string, actorEntityId: string) => revocation.revokeTenant(tx, tenantId, actorEntityId),
+    },
+    /** For the identity domain: inside an entity's deletion transaction. */
+    entityHooks: {
+      deleting: (tx: Queryable, entityId: string, actorEntityId: string) => revocation.revokeEntityDeleted(tx, entityId, actorEntityId),
+    },
+
+    /** Issuance and renewal for every entry point (same rules, same transaction as GraphQL). */
+    issuance,
+    /** Revocation for every entry point. */
+    revocation,
+    /** Lookups: byIssuerSerial, byFingerprint, byDer, byIssuerFingerprintSerial, record, trustBundle. */
+    certificates,
+    /** For CRL and OCSP publication: an issuer's certificate, key reference and encodings; its ledger pages. */
+    publication: {
+      issuer: (issuerId: string) => registry.issuer(issuerId),
+      ledger: (issuerId: string, afterId = '0', limit = 10_000, notAfterFrom: Date | null = null) => selectIssuerLedger(sql, issuerId, afterId, limit, notAfterFrom),
+    },
+    /** Authorities changed (drops this instance's caches and NOTIFYs the others). */
+    authoritiesChanged: registry.changed,
+
+    async close(): Promise<void> {
+      stopping = true;
+      await reconciling;
+      await csrs.close();
+    },
+  };
+}
+
+export type Pki = ReturnType<typeof createPki>;

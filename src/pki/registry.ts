@@ -1,0 +1,139 @@
+// The issuers as the hot path needs them, cached per instance: each leaf issuer's parsed certificate,
+// chain and the DER of the extensions every leaf it signs carries, plus profiles. Any change to an
+// authority or profile drops the entries here and, through NOTIFY, on every other instance.
+import { LRUCache } from 'lru-cache';
+import type { Queryable } from '../db/client.js';
+import type { NotifyHub } from '../db/notify-hub.js';
+import type { Logger } from '../log.js';
+import { selectActive, selectAuthority, type AuthorityRow } from './authority-queries.js';
+import { readCertificate, type CertificateInfo } from './certificate-info.js';
+import { derToPem, signatureAlgorithmDer, type Der } from './der.js';
+import {
+  authorityInfoAccess, authorityKeyIdentifier, crlDistributionPoints, extendedKeyUsage, leafBasicConstraints, leafKeyUsage,
+} from './extensions.js';
+import { DEFAULT_PROFILE_ID, selectProfile, type ProfileRow } from './profile-queries.js';
+
+export const CHANGED_TOPIC = 'pki.changed';
+
+export interface Change {
+  /** Tenants whose authorities changed; null stands for the platform's. */
+  tenants?: (string | null)[];
+  authorities?: string[];
+  profiles?: string[];
+  all?: boolean;
+}
+
+export interface IssuerContext {
+  authority: AuthorityRow;
+  info: CertificateInfo;
+  signatureAlgorithm: Der;
+  /** Extensions every leaf of this issuer carries: constraints, usage, AKI, AIA, CRL distribution point. */
+  leafExtensions: Der[];
+  /** The issuer's certificate followed by its parents, without the root (what a TLS peer sends). */
+  chainPem: string;
+  rootId: string | null;
+}
+
+export interface ProfileContext {
+  profile: ProfileRow;
+  extendedKeyUsage: Der;
+}
+
+const PLATFORM = '-platform';
+
+export function createRegistry(deps: { sql: Queryable; hub: NotifyHub; log: Logger }) {
+  const { sql, hub } = deps;
+  let generation = 0;
+  const issuersById = new LRUCache<string, Promise<IssuerContext | null>>({ max: 20_000 });
+  const activeByTenant = new LRUCache<string, Promise<string | null>>({ max: 50_000 });
+  const profiles = new LRUCache<string, Promise<ProfileContext | null>>({ max: 10_000 });
+
+  /** Caches a load only when nothing was invalidated while it ran (a racing change must win). */
+  function cached<T>(cache: LRUCache<string, Promise<T>>, key: string, load: () => Promise<T>): Promise<T> {
+    const hit = cache.get(key);
+    if (hit) return hit;
+    const gen = generation;
+    const promise = load();
+    cache.set(key, promise);
+    promise.then((value) => {
+      if (gen !== generation && cache.get(key) === promise) cache.delete(key);
+      return value;
+    }, () => {
+      if (cache.get(key) === promise) cache.delete(key);
+    });
+    return promise;
+  }
+
+  async function chainOf(row: AuthorityRow): Promise<{ pem: string; rootId: string | null }> {
+    let pem = '';
+    let rootId: string | null = null;
+    let current: AuthorityRow | undefined = row;
+    for (let depth = 0; current && depth < 8; depth++) {
+      if (current.kind === 'root') {
+        rootId = current.id;
+        break;
+      }
+      if (current.certificate_der) pem += derToPem(current.certificate_der, 'CERTIFICATE');
+      current = current.parent_id ? await selectAuthority(sql, current.parent_id) : undefined;
+    }
+    return { pem, rootId };
+  }
+
+  async function loadIssuer(id: string): Promise<IssuerContext | null> {
+    const row = await selectAuthority(sql, id);
+    if (!row || !row.certificate_der || !row.key_algorithm) return null;
+    const info = readCertificate(row.certificate_der, `authority ${row.id}`);
+    const urls = row.ocsp_url && row.ca_issuers_url && row.crl_distribution_point_url
+      ? { ocspUrl: row.ocsp_url, caIssuersUrl: row.ca_issuers_url, crlDistributionPointUrl: row.crl_distribution_point_url }
+      : null;
+    const leafExtensions = [leafBasicConstraints(), leafKeyUsage(), authorityKeyIdentifier(info.subjectKeyId)];
+    if (urls) leafExtensions.push(authorityInfoAccess(urls), crlDistributionPoints(urls));
+    const chain = await chainOf(row);
+    return { authority: row, info, signatureAlgorithm: signatureAlgorithmDer(row.key_algorithm), leafExtensions, chainPem: chain.pem, rootId: chain.rootId };
+  }
+
+  function drop(change: Change): void {
+    generation++;
+    if (change.all) {
+      issuersById.clear();
+      activeByTenant.clear();
+      profiles.clear();
+      return;
+    }
+    for (const t of change.tenants ?? []) activeByTenant.delete(t ?? PLATFORM);
+    for (const id of change.authorities ?? []) issuersById.delete(id);
+    for (const id of change.profiles ?? []) profiles.delete(id);
+  }
+
+  hub.subscribe(CHANGED_TOPIC, (payload) => drop(payload as Change));
+  hub.onReconnect(() => drop({ all: true }));
+
+  return {
+    /** The issuer of leaves for entities of `tenantId` (null: global entities): the active leaf issuer, if any. */
+    async activeIssuer(tenantId: string | null): Promise<IssuerContext | null> {
+      const id = await cached(activeByTenant, tenantId ?? PLATFORM, async () => {
+        const row = await selectActive(sql, tenantId === null ? 'platform_leaf_issuer' : 'tenant_intermediate', tenantId);
+        return row?.id ?? null;
+      });
+      return id ? cached(issuersById, id, () => loadIssuer(id)) : null;
+    },
+    issuer(id: string): Promise<IssuerContext | null> {
+      return cached(issuersById, id, () => loadIssuer(id));
+    },
+    profile(id: string | null): Promise<ProfileContext | null> {
+      const key = id ?? DEFAULT_PROFILE_ID;
+      return cached(profiles, key, async () => {
+        const profile = await selectProfile(sql, key);
+        return profile ? { profile, extendedKeyUsage: extendedKeyUsage(profile.extended_key_usages) } : null;
+      });
+    },
+    /** Drops the local entries now and tells the other instances (at commit, when given a transaction). */
+    async changed(change: Change, tx?: Queryable): Promise<void> {
+      drop(change);
+      await hub.notify(CHANGED_TOPIC, change, tx);
+    },
+    dropLocal: drop,
+  };
+}
+
+export type Registry = ReturnType<typeof createRegistry>;

@@ -1,0 +1,58 @@
+// The time limit (SPEC.md Limits: 5 s): an operation still running when it passes is answered 400 'custom
+// endpoint execution timed out' at the limit, and the rest of its work is abandoned, not left to run.
+// Slow for real: the test holds a lock the operation's first write waits on.
+import postgres from 'postgres';
+import t from 'tap';
+import { adminToken, startAuthService } from '../helpers/auth.js';
+import { waitUntil } from '../helpers/wait.js';
+import { callEndpoint, createEndpoint, executionsOf } from './helpers.js';
+
+t.test('a slow operation is cut at 5 s and its remaining work abandoned', async (t) => {
+  const ts = await startAuthService(t);
+  const admin = await adminToken(ts);
+  t.equal(ts.service.config.customEndpoints.timeoutMs, 5000, 'the default limit');
+  // Two tenants created one after the other: mutations run their fields in order.
+  const e = await createEndpoint(ts, {
+    method: 'POST', path: '/api/custom/two-tenants', operationKind: 'mutation',
+    graphql: 'mutation ($a: CreateTenantInput!, $b: CreateTenantInput!) { a: createTenant(input: $a) { id } b: createTenant(input: $b) { id } }',
+    variablesMapping: { 'a.name': '$body.first', 'b.name': '$body.second' },
+  });
+
+  const locker = postgres(ts.db.url, { max: 1, onnotice: () => undefined });
+  t.teardown(() => locker.end());
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  let locked!: () => void;
+  const lockTaken = new Promise<void>((resolve) => {
+    locked = resolve;
+  });
+  const transaction = locker.begin(async (tx) => {
+    await tx`lock table tenants in exclusive mode`;
+    locked();
+    await held;
+  });
+  await lockTaken;
+
+  const started = Date.now();
+  const res = await callEndpoint(ts, '/api/custom/two-tenants', { token: admin, method: 'POST', body: { first: 'slow-first', second: 'slow-second' } });
+  const elapsed = Date.now() - started;
+  t.same(res, { status: 400, body: { error: 'custom endpoint execution timed out' } });
+  t.ok(elapsed >= 4900 && elapsed < 10_000, `answered at the limit (${elapsed} ms)`);
+  t.equal(ts.service.customEndpoints.stats.timeouts, 1);
+
+  // The first field's statement was in flight; once the lock goes it ends, and the second field, which
+  // had not started, is refused instead of run.
+  release();
+  await transaction;
+  await waitUntil(() => ts.service.customEndpoints.stats.refusedAfterTimeout >= 1, 10_000, 'the second field refused');
+  const names = (await ts.service.sql<{ name: string }[]>`select name from tenants where name like 'slow-%'`).map((r) => r.name);
+  t.notOk(names.includes('slow-second'), 'the abandoned second field never ran');
+
+  const [record] = await executionsOf(ts, e.id);
+  t.match(record, { status: 'error', error: 'custom endpoint execution timed out', requestSummary: { variables: { a: { name: 'slow-first' }, b: { name: 'slow-second' } } } });
+  const quick = await callEndpoint(ts, '/api/custom/two-tenants', { token: admin, method: 'POST', body: { first: 'quick-1', second: 'quick-2' } });
+  const ids = await ts.service.sql<{ id: string; name: string }[]>`select id, name from tenants where name like 'quick-%' order by name`;
+  t.same(quick, { status: 200, body: { a: { id: ids[0]?.id }, b: { id: ids[1]?.id } } }, 'without the lock the same call is served');
+});
