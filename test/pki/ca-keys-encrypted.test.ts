@@ -1,26 +1,10 @@
-import { execFileSync } from 'node:child_process';
 import { createPublicKey, generateKeyPairSync, verify } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import t from 'tap';
 import { isAppError } from '../../src/errors.js';
 import { KEY_ALGORITHMS, type KeyAlgorithm, type StoredKeyRef } from '../../src/pki/keys/index.js';
-import { newKek, startCaKeys } from '../helpers/ca-keys.js';
+import { hashOf, newKek, opensslVerify, startCaKeys } from '../helpers/ca-keys.js';
 
-const hashOf = (a: KeyAlgorithm) => (a === 'ed25519' ? null : a === 'ecdsa-p384' ? 'sha384' : 'sha256');
 
-function opensslVerify(spki: Buffer, algorithm: KeyAlgorithm, data: Buffer, sig: Buffer): string {
-  const dir = mkdtempSync(path.join(tmpdir(), 'ca-keys-'));
-  const f = (n: string) => path.join(dir, n);
-  writeFileSync(f('pub.der'), spki);
-  writeFileSync(f('data'), data);
-  writeFileSync(f('sig'), sig);
-  const args = algorithm === 'ed25519'
-    ? ['pkeyutl', '-verify', '-pubin', '-keyform', 'DER', '-inkey', f('pub.der'), '-rawin', '-in', f('data'), '-sigfile', f('sig')]
-    : ['dgst', `-${hashOf(algorithm)}`, '-keyform', 'DER', '-verify', f('pub.der'), '-signature', f('sig'), f('data')];
-  return execFileSync('openssl', args, { stdio: 'pipe' }).toString().trim();
-}
 
 t.test('encrypted_database: every algorithm generates, signs in the workers, verifies with node:crypto and openssl', async (t) => {
   const { caKeys } = await startCaKeys(t, { SVC_PKI_CA_KEY_ENCRYPTION_KEY: newKek() });

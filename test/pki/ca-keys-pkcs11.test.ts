@@ -1,30 +1,14 @@
-import { execFileSync } from 'node:child_process';
 import { createPublicKey, verify } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import pkcs11js from 'pkcs11js';
 import t from 'tap';
 import { isAppError } from '../../src/errors.js';
-import { KEY_ALGORITHMS, type KeyAlgorithm, type StoredKeyRef } from '../../src/pki/keys/index.js';
-import { newKek, startCaKeys } from '../helpers/ca-keys.js';
+import { KEY_ALGORITHMS, type StoredKeyRef } from '../../src/pki/keys/index.js';
+import { hashOf, newKek, opensslVerify, startCaKeys } from '../helpers/ca-keys.js';
 import { createSoftHsmToken, SOFTHSM_MODULE } from '../helpers/softhsm.js';
 
 type Pkcs11Ref = Extract<StoredKeyRef, { backend: 'pkcs11' }>;
-const hashOf = (a: KeyAlgorithm) => (a === 'ed25519' ? null : a === 'ecdsa-p384' ? 'sha384' : 'sha256');
 const token = createSoftHsmToken(t);
 
-function opensslVerify(spki: Buffer, algorithm: KeyAlgorithm, data: Buffer, sig: Buffer): string {
-  const dir = mkdtempSync(path.join(tmpdir(), 'ca-keys-'));
-  const f = (n: string) => path.join(dir, n);
-  writeFileSync(f('pub.der'), spki);
-  writeFileSync(f('data'), data);
-  writeFileSync(f('sig'), sig);
-  const args = algorithm === 'ed25519'
-    ? ['pkeyutl', '-verify', '-pubin', '-keyform', 'DER', '-inkey', f('pub.der'), '-rawin', '-in', f('data'), '-sigfile', f('sig')]
-    : ['dgst', `-${hashOf(algorithm)}`, '-keyform', 'DER', '-verify', f('pub.der'), '-signature', f('sig'), f('data')];
-  return execFileSync('openssl', args, { stdio: 'pipe' }).toString().trim();
-}
 
 /** The test's own view of the token, as an operator's tool would have it. */
 function inspectToken(t: { teardown(fn: () => unknown): void }) {
