@@ -34,3 +34,17 @@ export async function createEntity(ts: TestService, token: string, input: Record
   const data = await ok(ts, token, `mutation ($i: CreateEntityInput!) { createEntity(input: $i) { id } }`, { i: input });
   return data.createEntity.id as string;
 }
+
+/**
+ * The tenant-isolation world most management tests start from: the platform administrator, Alice
+ * administering Acme, Bob administering Globex, and Dave, a human with no tenant.
+ */
+export async function twoTenants(ts: TestService) {
+  const admin = await adminToken(ts);
+  const alice = await createUser(ts, 'alice');
+  const bob = await createUser(ts, 'bob');
+  const dave = await createUser(ts, 'dave');
+  const acme = await createTenant(ts, alice.token, 'Acme', 'acme');
+  const globex = await createTenant(ts, bob.token, 'Globex', 'globex');
+  return { admin, alice, bob, dave, acme, globex };
+}

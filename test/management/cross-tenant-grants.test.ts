@@ -6,8 +6,8 @@
 // entity is answered exactly like an unknown one, and a platform role needs a platform administrator.
 import { readFile } from 'node:fs/promises';
 import t from 'tap';
-import { adminToken, AUTH_ENV, tokenFor } from '../helpers/auth.js';
-import { createEntity, createTenant, createUser, fails, ok } from '../helpers/management.js';
+import { AUTH_ENV, tokenFor } from '../helpers/auth.js';
+import { createEntity, createTenant, createUser, fails, ok, twoTenants } from '../helpers/management.js';
 import { capturingMailer, startTestService } from '../helpers/service.js';
 
 const PLATFORM_ADMIN_ROLE = '00000000-0000-0000-0000-000000000002';
@@ -17,12 +17,7 @@ const MIGRATION_0070 = await readFile(new URL('../../sql/0070_delete_cross_tenan
 const mailer = capturingMailer();
 const ts = await startTestService(t, AUTH_ENV, undefined, { mailer });
 const sql = ts.service.sql;
-const admin = await adminToken(ts);
-const alice = await createUser(ts, 'alice');
-const bob = await createUser(ts, 'bob');
-const dave = await createUser(ts, 'dave');
-const acme = await createTenant(ts, alice.token, 'Acme', 'acme');
-const globex = await createTenant(ts, bob.token, 'Globex', 'globex');
+const { admin, alice, bob, dave, acme, globex } = await twoTenants(ts);
 const adminRoleOf = async (tenantId: string) =>
   (await sql<[{ id: string }]>`select id from roles where tenant_id = ${tenantId} and name = 'tenant-admin'`)[0].id;
 const acmeAdminRole = await adminRoleOf(acme);

@@ -7,20 +7,15 @@
 import * as grpc from '@grpc/grpc-js';
 import t from 'tap';
 import { loadServices, serviceOf } from '../../src/grpc/server.js';
-import { adminToken, AUTH_ENV } from '../helpers/auth.js';
-import { createEntity, createTenant, createUser, fails, ok } from '../helpers/management.js';
+import { AUTH_ENV } from '../helpers/auth.js';
+import { createEntity, fails, ok, twoTenants } from '../helpers/management.js';
 import { gql, startTestService } from '../helpers/service.js';
 
 const UNKNOWN = '6f1c2a3e-0000-4000-8000-000000000999';
 
 const ts = await startTestService(t, { ...AUTH_ENV, SVC_GRPC_ADDR: '127.0.0.1:0' });
 const sql = ts.service.sql;
-const admin = await adminToken(ts);
-const alice = await createUser(ts, 'alice');
-const bob = await createUser(ts, 'bob');
-const dave = await createUser(ts, 'dave');
-const acme = await createTenant(ts, alice.token, 'Acme', 'acme');
-const globex = await createTenant(ts, bob.token, 'Globex', 'globex');
+const { admin, alice, bob, dave, acme, globex } = await twoTenants(ts);
 const acmeDevice = await createEntity(ts, alice.token, { kind: 'device', name: 'acme-device', tenantId: acme });
 const acmeService = await createEntity(ts, alice.token, { kind: 'service', name: 'acme-service', tenantId: acme });
 const gDevice = await createEntity(ts, bob.token, { kind: 'device', name: 'globex-device', tenantId: globex });

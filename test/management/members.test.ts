@@ -1,18 +1,13 @@
 import t from 'tap';
-import { adminToken, AUTH_ENV } from '../helpers/auth.js';
-import { createEntity, createTenant, createUser, fails, ok } from '../helpers/management.js';
+import { AUTH_ENV } from '../helpers/auth.js';
+import { createEntity, createTenant, createUser, fails, ok, twoTenants } from '../helpers/management.js';
 import { capturingMailer, startTestService } from '../helpers/service.js';
 
 t.test('tenant members and invitations', async (t) => {
   const mailer = capturingMailer();
   const ts = await startTestService(t, AUTH_ENV, undefined, { mailer });
-  const admin = await adminToken(ts);
-  const alice = await createUser(ts, 'alice');
-  const bob = await createUser(ts, 'bob');
-  const dave = await createUser(ts, 'dave');
+  const { admin, alice, bob, dave, acme, globex } = await twoTenants(ts);
   await ts.service.sql`insert into entity_emails (entity_id, email, verified_at) values (${dave.id}, 'dave@example.com', now())`;
-  const acme = await createTenant(ts, alice.token, 'Acme', 'acme');
-  const globex = await createTenant(ts, bob.token, 'Globex', 'globex');
   const roles = await ok(ts, alice.token, `query ($t: ID!) { myTenantRoles(tenantId: $t) { roleId roleName } }`, { t: acme });
   const adminRole = roles.myTenantRoles[0].roleId as string;
 
