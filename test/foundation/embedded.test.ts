@@ -1,4 +1,4 @@
-import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -17,9 +17,9 @@ function freePort(): Promise<number> {
 }
 
 t.test('embedded PostgreSQL starts from an empty directory and keeps data across a restart', async (t) => {
+  // mkdtemp makes it 0700, as `mktemp -d` does for a clean clone: as root, PostgreSQL runs as its own
+  // user, and the service opens the way through for it.
   const dir = await mkdtemp(path.join(os.tmpdir(), 'svc-embedded-'));
-  // mkdtemp makes it 0700; as root, PostgreSQL runs as its own user and must be able to enter it.
-  await chmod(dir, 0o755);
   t.teardown(() => rm(dir, { recursive: true, force: true }));
   const port = await freePort();
 
