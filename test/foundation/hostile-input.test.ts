@@ -23,6 +23,9 @@ const VARIANTS = 8;
 // Fields that would end the administrator's own session for the calls after them.
 const SKIPPED = new Set(['logout']);
 
+// It sweeps every GraphQL field, gRPC method and HTTP route: on a loaded 2-core runner that can take
+// longer than the suite's 120 s per file.
+t.setTimeout(300_000);
 const ts = await startTestService(t, { ...AUTH_ENV, SVC_GRAPHQL_INTROSPECTION_ENABLED: 'true', SVC_GRPC_ADDR: '127.0.0.1:0' });
 const admin = await adminToken(ts);
 
