@@ -208,3 +208,69 @@ t.test('a lost LISTEN connection clears the cache on reconnect', async (t) => {
   await waitUntil(() => hub.reconnects > before, 10_000, 'the LISTEN connection is re-established');
   t.match(await resolve(byFingerprint(cert)), { err: { code: code('OUT_OF_RANGE'), details: 'certificate expired' } }, 'the cache was cleared on reconnect');
 });
+
+// ---- the wire: raw protobuf bytes at the upstream method paths, read back by field number ----
+
+function varint(n: number): Buffer {
+  const out: number[] = [];
+  while (n > 0x7f) {
+    out.push((n & 0x7f) | 0x80);
+    n >>>= 7;
+  }
+  out.push(n);
+  return Buffer.from(out);
+}
+/** Length-delimited fields (strings, bytes) by number. */
+const encode = (fields: [number, Buffer | string][]) =>
+  Buffer.concat(fields.flatMap(([num, value]) => {
+    const bytes = Buffer.isBuffer(value) ? value : Buffer.from(value);
+    return [varint((num << 3) | 2), varint(bytes.length), bytes];
+  }));
+function decode(buf: Buffer): Map<number, string> {
+  const out = new Map<number, string>();
+  let at = 0;
+  const read = () => {
+    let value = 0;
+    let shift = 0;
+    for (;;) {
+      const byte = buf[at++] as number;
+      value += (byte & 0x7f) * 2 ** shift;
+      if (!(byte & 0x80)) return value;
+      shift += 7;
+    }
+  };
+  while (at < buf.length) {
+    const tag = read();
+    if ((tag & 7) === 0) out.set(tag >> 3, String(read()));
+    else {
+      const len = read();
+      out.set(tag >> 3, buf.subarray(at, at + len).toString());
+      at += len;
+    }
+  }
+  return out;
+}
+
+t.test('on the wire: /atom.v1.CertificateService/<Method> with the contract\'s field numbers', async (t) => {
+  const raw = new grpc.Client(`127.0.0.1:${ts.service.ports.grpc}`, grpc.credentials.createInsecure());
+  t.teardown(() => raw.close());
+  const call = (path: string, body: Buffer, token = platformAdapter) => new Promise<Reply>((resolve) => {
+    const md = new grpc.Metadata();
+    md.set('authorization', `Bearer ${token}`);
+    raw.makeUnaryRequest(path, (b: Buffer) => b, (b: Buffer) => b, body, md, { deadline: Date.now() + 10_000 }, (err, res) => resolve({ err: err ?? null, res }));
+  });
+  const RESOLVE = '/atom.v1.CertificateService/ResolveCertificateV2';
+  const fresh = await issue('gsensor');
+  const issuerFp = await issuerFingerprint(fresh.issuerId);
+  const want = answerOf(fresh);
+  const answer = new Map([[1, want.entity_id], [2, want.tenant_id], [3, want.credential_id], [4, want.issuer_id], [5, want.expires_at], [6, 'active']]);
+  t.same(decode((await call(RESOLVE, encode([[1, derOf(fresh.certificatePem)]]))).res), answer, 'certificate_der = 1; the response fields 1-6');
+  t.same(decode((await call(RESOLVE, encode([[2, fresh.fingerprintSha256]]))).res), answer, 'fingerprint_sha256 = 2');
+  t.same(decode((await call(RESOLVE, encode([[3, issuerFp], [4, fresh.serialNumber]]))).res), answer, 'issuer_fingerprint_sha256 = 3, serial_number = 4');
+  t.match(await call(RESOLVE, encode([[2, fresh.fingerprintSha256], [5, 'not-a-uuid']])), { err: { details: 'expected_tenant_id must be a UUID' } }, 'expected_tenant_id = 5');
+  t.same(decode((await call(RESOLVE, encode([[2, fresh.fingerprintSha256], [5, ids.globex!]]))).res), answer);
+  t.match(await call('/atom.v1.CertificateService/RevokeEntityCertificates', encode([[1, 'x']])), { err: { details: 'entity_id must be a UUID' } }, 'entity_id = 1');
+  t.match(await call('/atom.v1.CertificateService/RevokeEntityCertificates', encode([[1, ids.gsensor!], [2, 'nonsense']]), admin), { err: { details: /^reason must be one of/ } }, 'reason = 2');
+  const revoked = await call('/atom.v1.CertificateService/RevokeEntityCertificates', encode([[1, ids.gsensor!], [2, 'superseded']]), admin);
+  t.same(decode(revoked.res), new Map([[1, '2']]), 'revoked = 1, a varint');
+});
