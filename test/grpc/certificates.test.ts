@@ -108,7 +108,12 @@ t.test('unknown, and selectors that are wrong or disagree', async (t) => {
   const unknown = await resolve({ fingerprint_sha256: randomBytes(32).toString('hex') });
   t.match(unknown, { err: { code: code('NOT_FOUND'), details: 'certificate not found' } }, 'an unknown fingerprint');
   t.equal(trailer(unknown, 'certificate-status'), undefined, 'no certificate-status trailer for an unknown certificate');
-  // A certificate this service did not issue (an issuer-less V1 credential cannot be stored at all).
+  // Version 1 certificate credentials (no issuer) cannot exist, so none can resolve: the schema refuses them.
+  const v1 = randomBytes(32).toString('hex');
+  await t.rejects(sql`insert into credentials (entity_id, kind, identifier, metadata) values (${ids.sensor!}, 'certificate', '0a', ${sql.json({ fingerprint_sha256: v1 })})`,
+    { constraint_name: 'credentials__certificate_has_issuer' } as never, 'a V1 (issuer-less) certificate credential is refused by the schema');
+  t.match(await resolve({ fingerprint_sha256: v1 }), { err: { code: code('NOT_FOUND') } });
+  // A certificate this service did not issue.
   t.match(await resolve({ certificate_der: derOf((await import('node:fs')).readFileSync(ca.root, 'utf8')) }), { err: { code: code('NOT_FOUND') } }, 'a foreign certificate');
   t.match(await resolve({ certificate_der: Buffer.from('not a certificate') }), { err: { code: code('NOT_FOUND') } }, 'bytes that are no certificate');
   const issuerFp = await issuerFingerprint(sensorCert.issuerId);
