@@ -85,7 +85,8 @@ function lookupsOf(req: ResolveRequest, certificates: CertificateReads): Lookup[
     lookups.push({ key: `is:${issuer}:${serial}`, load: () => certificates.byIssuerFingerprintSerial(issuer, serial) });
   }
   if (lookups.length === 0) throw invalidInput('give certificate_der, fingerprint_sha256, or issuer_fingerprint_sha256 with serial_number');
-  return lookups;
+  // The DER and its own fingerprint are one lookup, not two.
+  return lookups.filter((l, i) => lookups.findIndex((o) => o.key === l.key) === i);
 }
 
 export function createCertificateResolution(deps: {
