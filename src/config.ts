@@ -252,6 +252,12 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
     keepaliveTimeMs: r.int('SVC_GRPC_KEEPALIVE_TIME_MS', 7_200_000, 1000, 86_400_000),
     keepaliveTimeoutMs: r.int('SVC_GRPC_KEEPALIVE_TIMEOUT_MS', 20_000, 100, 3_600_000),
     maxConcurrentStreams: r.int('SVC_GRPC_MAX_CONCURRENT_STREAMS', 1000, 1, 2_147_483_647),
+    // CertificateService.ResolveCertificateV2 answers (dropped on revocation on every instance; the TTL bounds
+    // what no revocation announces).
+    certificateCache: {
+      max: r.int('SVC_GRPC_CERT_CACHE_SIZE', 10_000, 1, 10_000_000),
+      ttlSecs: r.int('SVC_GRPC_CERT_CACHE_TTL_SECS', 300, 1, 86_400),
+    },
   };
   if (!grpc.tlsCertPath !== !grpc.tlsKeyPath) r.problem('SVC_GRPC_TLS_CERT_PATH and SVC_GRPC_TLS_KEY_PATH must be set together');
   if (grpc.clientCaPath && !grpc.tlsCertPath) r.problem('SVC_GRPC_TLS_CLIENT_CA_PATH needs SVC_GRPC_TLS_CERT_PATH and SVC_GRPC_TLS_KEY_PATH');

@@ -29,7 +29,7 @@ import { createLogger, type Logger } from './log.js';
 import { migrationsDir, projectRoot } from './paths.js';
 import { createWorkerPool, type WorkerPool } from './worker-pool.js';
 import { caKeysWorkerData, createCaKeys, type CaKeys } from './pki/keys/index.js';
-import { createPki, type Pki } from './pki/index.js';
+import { certificateGrpcService, createCertificateResolution, createPki, type Pki } from './pki/index.js';
 import { createIdentityService, identityGraphqlModule } from './identity/index.js';
 import { createProfilesService, profilesGraphqlModule } from './profiles/index.js';
 import { createMembersService, createTenantsService, tenantsGraphqlModule } from './tenants/index.js';
@@ -298,8 +298,11 @@ export async function startService(env: Record<string, string | undefined>, opti
       server.addService('AuthzService', authzGrpcService({ runtime: authzRuntime, verifyToken, unary }));
       server.addService('AuthService', authGrpcService({ verifyToken, authenticateCredential: auth.authenticateCredential, admit, unary }));
       server.addService('AliasService', aliasGrpcService({ aliases: createAliasService({ sql, admit }), verifyToken, unary }));
-      // CertificateService is declared in the proto but not added yet: grpc-js answers UNIMPLEMENTED until
-      // the certificate authority adds its implementation here with one addService call.
+      const resolution = createCertificateResolution({
+        sql, hub, certificates: pki.certificates, revocation: pki.revocation, admit, settings: config.grpc.certificateCache,
+      });
+      closers.push({ name: 'certificate resolution', close: async () => resolution.close() });
+      server.addService('CertificateService', certificateGrpcService({ resolution, verifyToken, unary }));
       ports.grpc = await server.listen(config.listeners.grpc.host, config.listeners.grpc.port);
       closers.push({ name: 'grpc listener', close: () => server.close(config.shutdownTimeoutSecs * 1000) });
       log.info('listening', { listener: 'grpc', host: config.listeners.grpc.host, port: ports.grpc });

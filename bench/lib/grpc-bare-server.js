@@ -1,6 +1,6 @@
 // Owns the gRPC baseline: the empty unary method. A grpc-js server built from the service's own proto,
 // grpc-js and server options (dist/src/grpc/server.js, with the service's default settings), whose
-// AuthService.AuthenticateCredential and AuthzService.Check answer a constant reply of the service's
+// AuthService.AuthenticateCredential, AuthzService.Check and CertificateService.ResolveCertificateV2 answer a constant reply of the service's
 // shape at once: no metadata read, no authentication, no decision. The same client calls it with the same
 // bytes as the service, so the difference in CPU per call is the service's own work. It lives in the
 // bench, never in the service: the service exposes no method that skips authentication.
@@ -38,6 +38,10 @@ async function serveBare() {
   });
   server.addService(serviceOf(services, 'AuthzService').service, {
     Check: (/** @type {unknown} */ _call, /** @type {Function} */ callback) => callback(null, decision),
+  });
+  const resolved = { entity_id: UUID, tenant_id: UUID, credential_id: UUID, issuer_id: UUID, expires_at: '2030-01-01T00:00:00.000Z', status: 'active' };
+  server.addService(serviceOf(services, 'CertificateService').service, {
+    ResolveCertificateV2: (/** @type {unknown} */ _call, /** @type {Function} */ callback) => callback(null, resolved),
   });
   server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (/** @type {Error|null} */ err, /** @type {number} */ port) => {
     if (err) {

@@ -98,8 +98,10 @@ function pool(ws) {
 }
 
 /**
- * @param {{name: string, description: string, service: string, method: string,
- *   requestsOf: (world: Awaited<ReturnType<typeof seedAdapterWorld>>) => Record<string, unknown>[]}} def
+ * `env` adds service settings; `prepare` makes what the requests need beyond the world (certificates, ...).
+ * @param {{name: string, description: string, service: string, method: string, env?: Record<string, string>,
+ *   prepare?: (world: Awaited<ReturnType<typeof seedAdapterWorld>>, service: {ports: Record<string, number>}) => Promise<any>,
+ *   requestsOf: (world: Awaited<ReturnType<typeof seedAdapterWorld>>, prepared?: any) => Record<string, unknown>[]}} def
  */
 export function grpcScenario(def) {
   return {
@@ -111,11 +113,12 @@ export function grpcScenario(def) {
     // At most twice the empty method's server CPU per call (issue 28).
     target: { efficiency: 0.5 },
     async run(/** @type {any} */ ctx) {
-      const service = await startService({ env: GRPC_BENCH_ENV });
+      const service = await startService({ env: { ...GRPC_BENCH_ENV, ...def.env } });
       const bare = await startGrpcBareServer();
       try {
         const world = await seedAdapterWorld({ httpPort: service.ports.http, databaseUrl: service.databaseUrl });
-        const spec = { service: def.service, method: def.method, requests: def.requestsOf(world), token: world.token };
+        const prepared = def.prepare ? await def.prepare(world, service) : undefined;
+        const spec = { service: def.service, method: def.method, requests: def.requestsOf(world, prepared), token: world.token };
         const pairs = [];
         for (let round = 1; round <= (ctx.rounds ?? 1); round++) {
           const empty = await window(ctx, bare, 'bare', spec);

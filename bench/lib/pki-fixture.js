@@ -66,6 +66,9 @@ function readKek(/** @type {string} */ d) {
   }
 }
 
+/** The one P-256 `openssl req` CSR of the bench CA directory (PEM). */
+export const leafCsrPem = () => readFileSync(path.join(caDir(), 'leaf.csr'), 'utf8');
+
 export const ISSUE = 'mutation ($i: IssueCertificateFromCsrV2Input!) { issueCertificateFromCsrV2(input: $i) { idempotentReplay certificate { credentialId serialNumber } } }';
 
 /** A tenant (its intermediate is provisioned on creation) with one device, and the CSR every request sends. */

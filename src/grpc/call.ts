@@ -30,8 +30,24 @@ export const STATUS: Record<ErrorKind, grpc.status> = {
   INTERNAL: grpc.status.INTERNAL,
 };
 
+/**
+ * A status no AppError kind stands for, with trailers saying why: CertificateService answers a revoked
+ * certificate FAILED_PRECONDITION and an expired one OUT_OF_RANGE (docs/grpc.md). Passed through as is.
+ */
+export class GrpcStatusError extends Error {
+  constructor(readonly code: grpc.status, message: string, readonly trailers: Readonly<Record<string, string>> = {}) {
+    super(message);
+    this.name = 'GrpcStatusError';
+  }
+}
+
 /** Any thrown value as a gRPC error: the same translation and logging as the HTTP edge. */
 export function toGrpcError(err: unknown, log: Logger, method: string): grpc.ServiceError {
+  if (err instanceof GrpcStatusError) {
+    const metadata = new grpc.Metadata();
+    for (const [key, value] of Object.entries(err.trailers)) metadata.set(key, value);
+    return Object.assign(new Error(err.message), { code: err.code, details: err.message, metadata });
+  }
   const appErr = toAppError(err);
   if (isUnexpected(appErr)) log.error('gRPC call failed', { method, err });
   const metadata = new grpc.Metadata();

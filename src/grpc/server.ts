@@ -1,7 +1,7 @@
 // The gRPC runtime listener (@grpc/grpc-js): loads the one proto (package atom.v1) at start, hosts each
 // domain's implementation, and owns the listener's settings (TLS, message size, keepalive, streams).
-// A service declared in the proto but not added answers UNIMPLEMENTED (CertificateService until the
-// certificate authority adds it: one addService call).
+// Every service the proto declares is added by the composition root (src/main.ts); one not added would
+// answer UNIMPLEMENTED.
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';

@@ -40,6 +40,8 @@ export { identityUri } from './leaf-builder.js';
 export { readCsr, readCsrDer, type CsrRequest } from './csr.js';
 export { derToPem, pemBlocks, sha256Hex, signatureAlgorithmDer, REVOCATION_REASONS, REASON_CODES, type RevocationReason } from './der.js';
 export { publicationUrls } from './extensions.js';
+export { createCertificateResolution, type CertificateResolution } from './resolution.js';
+export { certificateGrpcService } from './grpc.js';
 
 export interface PkiSettings {
   publicBaseUrl: string;

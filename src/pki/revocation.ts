@@ -14,7 +14,7 @@ import { selectAuthority } from './authority-queries.js';
 import * as cq from './certificate-queries.js';
 import { revocationReason, type RevocationReason } from './der.js';
 import type { Caller } from './issuance.js';
-import { REVOKED_TOPIC, ledgerEntryFor, revocationAudit, revocationInstant, revocationOutbox, revokedPayload } from './revocation-events.js';
+import { REVOKED_TOPIC, ledgerEntryFor, revocationAudit, revocationInstant, revocationOutbox, revokedPayload, type RevokedNotice } from './revocation-events.js';
 import * as rq from './revocation-queries.js';
 
 export interface RevokeInput {
@@ -64,6 +64,14 @@ const viaOf = (c: Caller) => (c.kind === 'principal' ? c.via ?? 'graphql' : c.vi
 
 export function createRevocation(deps: { sql: Sql; hub: NotifyHub; access: PkiAccess; audit: AuditWriter }) {
   const { sql, hub, access } = deps;
+  // This instance's caches of certificate answers (gRPC resolution): told after commit, before the call that
+  // revoked returns, so the revoking instance never answers from a stale entry. Other instances hear the NOTIFY.
+  const revokedHere = new Set<(notice: RevokedNotice) => void>();
+  function announce(entries: rq.LedgerEntry[]): void {
+    if (entries.length === 0) return;
+    const notice = revokedPayload(entries);
+    for (const handler of revokedHere) handler(notice);
+  }
 
   /** Writes ledger entries, credentials, audit events and outbox records for `rows` inside `tx`. */
   async function revokeRows(tx: Queryable, rows: rq.RevocableRow[], reason: RevocationReason, actor: string | null, meta: { requestId?: string | null; via: string; details?: Record<string, unknown> }) {
@@ -130,6 +138,12 @@ export function createRevocation(deps: { sql: Sql; hub: NotifyHub; access: PkiAc
   }
 
   return {
+    /** Hears this instance's revocations (after commit; cascades inside a caller's transaction before it). */
+    onRevoked(handler: (notice: RevokedNotice) => void): () => void {
+      revokedHere.add(handler);
+      return () => revokedHere.delete(handler);
+    },
+
     async revoke(caller: Caller, input: RevokeInput): Promise<Revocation> {
       const reason = revocationReason(input.reason);
       const found = await find(input);
@@ -142,6 +156,7 @@ export function createRevocation(deps: { sql: Sql; hub: NotifyHub; access: PkiAc
         const [entry] = await revokeRows(tx, [revocable], reason, actor, { requestId: caller.requestId, via: viaOf(caller) });
         return { row, entry };
       });
+      if (outcome.entry) announce([outcome.entry]);
       if (outcome.entry) {
         const certificate = { ...outcome.row, status: 'revoked' as const, revoked_at: new Date(outcome.entry.revokedAt), revocation_reason: reason };
         return { certificate, reason, actorEntityId: actor, revokedAt: new Date(outcome.entry.revokedAt), idempotentReplay: false };
@@ -164,6 +179,7 @@ export function createRevocation(deps: { sql: Sql; hub: NotifyHub; access: PkiAc
       const entries = await sql.begin(async (tx) => revokeRows(tx, await rq.lockActiveOfEntity(tx, id), reason, actorOf(caller), {
         requestId: caller.requestId, via: viaOf(caller), details: { scope: 'entity' },
       }));
+      announce(entries);
       return entries.length;
     },
 
@@ -192,14 +208,17 @@ export function createRevocation(deps: { sql: Sql; hub: NotifyHub; access: PkiAc
         wanted.push(r.id);
       }
       const revoked = new Set<string>();
+      const entries: rq.LedgerEntry[] = [];
       if (wanted.length > 0) {
         await sql.begin(async (tx) => {
           const locked = await tx<rq.RevocableRow[]>`
             select c.id, c.entity_id, c.identifier, c.issuer_id, e.tenant_id, c.metadata ->> 'fingerprint_sha256' as fingerprint_sha256, c.expires_at
             from credentials c join entities e on e.id = c.entity_id
             where c.id = any(${wanted}::uuid[]) and c.status = 'active' order by c.id for update of c`;
-          for (const e of await revokeRows(tx, locked, reason, p.entityId, { requestId, via: 'graphql', details: { scope: 'bulk' } })) revoked.add(e.credentialId);
+          entries.push(...(await revokeRows(tx, locked, reason, p.entityId, { requestId, via: 'graphql', details: { scope: 'bulk' } })));
         });
+        for (const e of entries) revoked.add(e.credentialId);
+        announce(entries);
       }
       for (const item of items) if (item.outcome === 'revoked' && !revoked.has(item.credentialId)) item.outcome = 'already_revoked';
       const complete = rows.length < page.limit;
@@ -212,7 +231,8 @@ export function createRevocation(deps: { sql: Sql; hub: NotifyHub; access: PkiAc
       let count = 0;
       for (;;) {
         const rows = await rq.lockActiveOfTenant(tx, tenantId, after, 1000);
-        await revokeRows(tx, rows, 'cessation_of_operation', actor, { requestId, via: 'tenant.delete', details: { scope: 'tenant' } });
+        // Inside the caller's transaction: announced before its commit (the NOTIFY follows at commit).
+        announce(await revokeRows(tx, rows, 'cessation_of_operation', actor, { requestId, via: 'tenant.delete', details: { scope: 'tenant' } }));
         count += rows.length;
         if (rows.length < 1000) return count;
         after = (rows[rows.length - 1] as rq.RevocableRow).id;
@@ -222,7 +242,7 @@ export function createRevocation(deps: { sql: Sql; hub: NotifyHub; access: PkiAc
     /** Entity deletion (inside its transaction). */
     async revokeEntityDeleted(tx: Queryable, entityId: string, actor: string | null, requestId: string | null = null): Promise<number> {
       const rows = await rq.lockActiveOfEntity(tx, entityId);
-      await revokeRows(tx, rows, 'cessation_of_operation', actor, { requestId, via: 'entity.delete', details: { scope: 'entity' } });
+      announce(await revokeRows(tx, rows, 'cessation_of_operation', actor, { requestId, via: 'entity.delete', details: { scope: 'entity' } }));
       return rows.length;
     },
   };

@@ -1,7 +1,7 @@
 // The gRPC runtime services end to end, through a client loaded from the repository's proto: AuthService
 // (Authenticate, AuthenticateCredential with passwords and shared keys, revoked keys, the shared lockout,
 // answers from cache while the tables are locked), AliasService.ResolveAlias, AuthzService.Check, the
-// callers' grants and tenant isolation, and CertificateService answering UNIMPLEMENTED until it is added.
+// callers' grants and tenant isolation, and CertificateService served on the same listener.
 import * as grpc from '@grpc/grpc-js';
 import t from 'tap';
 import { ADMIN_ID, accessTokenFor, adminToken, login, setPassword, startAuthService, tokenFor } from '../helpers/auth.js';
@@ -242,7 +242,10 @@ t.test('AuthzService.Check: grants, tenant isolation, object_kind wins over reso
   t.match(await check(acmeAdapter, { subject_id: 'x', action: 'publish', resource_id: ids.ch }), { err: { code: code('INVALID_ARGUMENT'), details: 'subject_id must be a UUID' } });
 });
 
-t.test('CertificateService is declared, not served yet: UNIMPLEMENTED', async (t) => {
-  t.match(await client.call('CertificateService', 'ResolveCertificateV2', { fingerprint_sha256: 'ab' }, { token: admin }), { err: { code: code('UNIMPLEMENTED') } });
-  t.match(await client.call('CertificateService', 'RevokeEntityCertificates', { entity_id: ids.sensor }, { token: admin }), { err: { code: code('UNIMPLEMENTED') } });
+// The methods themselves: test/grpc/certificates.test.ts.
+t.test('CertificateService is served beside the others on the one listener', async (t) => {
+  t.match(await client.call('CertificateService', 'ResolveCertificateV2', { fingerprint_sha256: 'ab' }, { token: admin }),
+    { err: { code: code('INVALID_ARGUMENT'), details: /^fingerprint_sha256 must be 64 hex digits/ } });
+  t.match(await client.call('CertificateService', 'RevokeEntityCertificates', { entity_id: 'x' }, { token: admin }),
+    { err: { code: code('INVALID_ARGUMENT'), details: 'entity_id must be a UUID' } });
 });
