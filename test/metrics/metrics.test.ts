@@ -86,7 +86,7 @@ t.test('an authz check moves the check, decision and cache series', async (t) =>
     method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
     body: JSON.stringify({ subject_id: a.publisher.id, action: 'delete', resource_id: a.channel }),
   });
-  t.equal((await denied.json()).allowed, false);
+  t.equal(((await denied.json()) as { allowed: boolean }).allowed, false);
   const third = await scrape(ts.url());
   t.equal(third.sum('svc_authz_checks_total', { outcome: 'deny' }) - after.sum('svc_authz_checks_total', { outcome: 'deny' }), 1, 'a denial counts as deny');
 });
