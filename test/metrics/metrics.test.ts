@@ -2,8 +2,10 @@
 // a GraphQL call, no label value carries an id, a token or a secret, the switch and the own address work,
 // and the Grafana dashboard asks only for metrics the service exposes.
 import { readFileSync } from 'node:fs';
+import * as grpc from '@grpc/grpc-js';
 import path from 'node:path';
 import t from 'tap';
+import { loadServices, serviceOf } from '../../src/grpc/server.js';
 import { projectRoot } from '../../src/paths.js';
 import { ADMIN_SECRET, AUTH_ENV, adminToken } from '../helpers/auth.js';
 import { gql, startTestService, type TestService } from '../helpers/service.js';
@@ -104,6 +106,25 @@ t.test('a GraphQL call moves its operation series; unknown names collapse', asyn
   t.equal(delta('svc_graphql_rejected_total'), 1, 'the invalid one was refused before execution');
   t.equal(after.series.filter((s) => s.labels.operation === 'Broken').length, 0, 'a refused document names no series');
   t.equal(delta('svc_http_requests_total', { listener: 'http', method: 'POST', route: '/graphql', status: '2xx' }), 3);
+});
+
+t.test('gRPC calls count by method and status code', async (t) => {
+  const Client = serviceOf(loadServices(), 'AuthzService');
+  const client = new Client(`127.0.0.1:${ts.service.ports.grpc}`, grpc.credentials.createInsecure()) as any;
+  t.teardown(() => client.close());
+  const call = (authorization?: string) => new Promise<grpc.ServiceError | null>((resolve) => {
+    const md = new grpc.Metadata();
+    if (authorization) md.set('authorization', authorization);
+    client.Check({ subject_id: a.publisher.id, action: 'publish', resource_id: a.channel }, md, (err: grpc.ServiceError | null) => resolve(err));
+  });
+  const before = await scrape(ts.url());
+  t.equal(await call(`Bearer ${token}`), null);
+  t.equal((await call())?.code, grpc.status.UNAUTHENTICATED);
+  const after = await scrape(ts.url());
+  const delta = (labels: Record<string, string>) => after.sum('svc_grpc_calls_total', labels) - before.sum('svc_grpc_calls_total', labels);
+  t.equal(delta({ method: 'AuthzService.Check', code: 'OK' }), 1);
+  t.equal(delta({ method: 'AuthzService.Check', code: 'UNAUTHENTICATED' }), 1);
+  t.equal(after.sum('svc_authz_checks_total', { outcome: 'allow' }) - before.sum('svc_authz_checks_total', { outcome: 'allow' }), 1, 'a gRPC check is a runtime check');
 });
 
 t.test('no label value carries an id, a token or a secret', async (t) => {
