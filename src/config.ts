@@ -285,6 +285,8 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
     messaging,
     broker,
     metricsEnabled: r.bool('SVC_METRICS_ENABLED', true),
+    // Unset: /metrics is served on the management listener; set: only on this address.
+    metricsAddr: r.optional('SVC_METRICS_ADDR') === undefined ? null : r.addr('SVC_METRICS_ADDR', 'off'),
     shutdownTimeoutSecs: r.int('SVC_SHUTDOWN_TIMEOUT_SECS', 15, 1, 3600),
     // How long a deleted tenant can still be restored (purge is allowed at any time).
     tenantRetentionSecs: r.int('SVC_TENANT_RETENTION_DAYS', 30, 0, 3650) * 86_400,

@@ -41,12 +41,13 @@ import { createAssignmentService, createRoleService, rolesGraphqlModule } from '
 import { auditGraphqlModule, createAuditReader, registerAuditRoutes } from './audit/index.js';
 import type { Invalidation } from './authz/types.js';
 import { createNodeRegistry, registerBrokerAdminRoutes, type NodeRegistry } from './broker/index.js';
-import { createCoapServer } from './coap/index.js';
+import { createCoapServer, type CoapServer } from './coap/index.js';
 import { createMqttBroker, registerMqttWebSocket, type MqttBroker } from './mqtt/index.js';
 import { readPemFile } from './pem-files.js';
 import { createCustomEndpoints, type CustomEndpoints } from './custom-endpoints/index.js';
+import { createMetrics, type Metrics } from './metrics/index.js';
 
-export type ListenerName = 'http' | 'messaging' | 'reader' | 'broker_admin' | 'mqtt' | 'mqtts' | 'coap' | 'grpc';
+export type ListenerName = 'http' | 'messaging' | 'reader' | 'broker_admin' | 'mqtt' | 'mqtts' | 'coap' | 'grpc' | 'metrics';
 
 export interface Service {
   config: Config;
@@ -72,6 +73,8 @@ export interface Service {
   grpc?: GrpcServer;
   /** The MQTT broker, when SVC_MQTT_ADDR is not off. */
   mqtt: MqttBroker | undefined;
+  /** Prometheus metrics, when SVC_METRICS_ENABLED. */
+  metrics: Metrics | undefined;
   /** Bound ports by listener (port 0 in config resolves to the real one here). */
   ports: Partial<Record<ListenerName, number>>;
   stop(): Promise<void>;
@@ -281,6 +284,16 @@ export async function startService(env: Record<string, string | undefined>, opti
       mqtt, registry, writerStats: () => messaging.stats(), token: b.adminToken, host: config.listeners.brokerAdmin?.host, log,
     });
     if (config.listeners.brokerAdmin) servers.set('broker_admin', { server: brokerAdmin, addr: config.listeners.brokerAdmin });
+    // Prometheus metrics (issue 24): read at scrape time from the counters above; gRPC and CoAP bind later.
+    let coapServer: CoapServer | undefined;
+    let grpc: GrpcServer | undefined;
+    const metrics = config.metricsEnabled ? createMetrics({
+      servers: [http, ingest, reader, brokerAdmin], graphql, authz, messaging, mqtt, coap: () => coapServer, grpc: () => grpc, workers, sql, hub, log,
+      pools: [{ pool: 'svc', max: config.database.poolMax }, { pool: 'svc-authz', max: config.authz.dbConnections },
+        { pool: 'svc-writer', max: config.messaging.writer.connections }, { pool: 'svc-reader', max: config.messaging.reader.connections }],
+    }) : undefined;
+    if (metrics && config.metricsAddr) servers.set('metrics', { server: metrics.createListener(log), addr: config.metricsAddr });
+    else metrics?.registerRoute(http);
 
     const ports: Service['ports'] = {};
     for (const [name, { server, addr }] of servers) {
@@ -288,7 +301,6 @@ export async function startService(env: Record<string, string | undefined>, opti
       closers.push({ name: `${name} listener`, close: () => server.close() });
       log.info('listening', { listener: name, host: addr.host, port: ports[name] });
     }
-    let grpc: GrpcServer | undefined;
     if (config.listeners.grpc) {
       const server = createGrpcServer(log, config.grpc);
       grpc = server;
@@ -341,6 +353,7 @@ export async function startService(env: Record<string, string | undefined>, opti
         observe: { maxObservations: b.coapMaxObservations, maxPerDevice: b.coapMaxObservationsPerDevice, revalidateSecs: b.coapRevalidateSecs },
       });
       ports.coap = await bindProtocol('coap', 'SVC_COAP_ADDR', addr, () => coap.listen(addr.host, addr.port));
+      coapServer = coap;
       if (ports.coap !== undefined) closers.push({ name: 'coap listener', close: () => coap.close(config.shutdownTimeoutSecs * 1000) });
     }
     await registry.start(b.nodeAddress ?? `${hostname()}:${ports.mqtt ?? ports.broker_admin ?? ports.http ?? 0}`);
@@ -350,7 +363,7 @@ export async function startService(env: Record<string, string | undefined>, opti
 
     let stopping: Promise<void> | undefined;
     const service: Service = {
-      config, log, sql, hub, audit, workers, caKeys, pki, graphql, authz, auth, limiter, messaging, customEndpoints, registry, mqtt, grpc, ports,
+      config, log, sql, hub, audit, workers, caKeys, pki, graphql, authz, auth, limiter, messaging, customEndpoints, registry, mqtt, grpc, metrics, ports,
       stop() {
         return (stopping ??= (async () => {
           log.info('stopping: no new connections; finishing requests in flight');

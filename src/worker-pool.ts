@@ -11,7 +11,8 @@ export interface WorkerPool {
    * thread stuck in a native call; the task then fails with UNAVAILABLE.
    */
   run<T>(task: string, input: unknown, options?: { signal?: AbortSignal }): Promise<T>;
-  readonly stats: { threads: number; queued: number; completed: number };
+  /** utilization: piscina's share of the threads' capacity spent running tasks since the pool started (0..1). */
+  readonly stats: { threads: number; queued: number; completed: number; utilization: number };
   /** The most threads the pool runs (SVC_WORKER_THREADS): how many tasks can make progress at once. */
   readonly size: number;
   close(): Promise<void>;
@@ -46,7 +47,7 @@ export function createWorkerPool(options: { threads: number; maxQueue: number; w
       }
     },
     get stats() {
-      return { threads: pool.threads.length, queued: pool.queueSize, completed: pool.completed };
+      return { threads: pool.threads.length, queued: pool.queueSize, completed: pool.completed, utilization: pool.utilization };
     },
     size: options.threads,
     close: () => pool.destroy(),

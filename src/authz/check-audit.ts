@@ -6,6 +6,8 @@ import type { Decision, ObjectRef } from './types.js';
 
 export interface CheckAudit {
   recordCheck(principal: Principal, subjectId: string, action: string, object: ObjectRef, objectTenantId: string | null, decision: Decision, requestId: string | null, event?: string): void;
+  /** Runtime checks answered (event authz.check), by outcome: plain numbers the metrics read. */
+  readonly tally: { allowed: number; denied: number };
   /** Writes the pending summary now (shutdown, tests). */
   flush(): void;
   close(): void;
@@ -15,6 +17,7 @@ export function createCheckAudit(audit: AuditWriter, settings: { auditAllowed: '
   // tenant ('' = platform) -> action -> count
   let counts = new Map<string, Map<string, number>>();
   let windowStart = Date.now();
+  const tally = { allowed: 0, denied: 0 };
 
   function flush(): void {
     if (counts.size === 0) return;
@@ -37,7 +40,12 @@ export function createCheckAudit(audit: AuditWriter, settings: { auditAllowed: '
   timer.unref();
 
   return {
+    tally,
     recordCheck(principal, subjectId, action, object, objectTenantId, decision, requestId, event = 'authz.check') {
+      if (event === 'authz.check') {
+        if (decision.allowed) tally.allowed++;
+        else tally.denied++;
+      }
       if (decision.allowed && settings.auditAllowed === 'summary' && event === 'authz.check') {
         const tenant = objectTenantId ?? '';
         let byAction = counts.get(tenant);

@@ -24,7 +24,17 @@ export interface Evaluation {
   contextual: boolean;
 }
 
+/** Decisions the engine answered, and how its decision memo did: plain numbers the metrics read. */
+export interface DecisionTally {
+  allowed: number;
+  denied: number;
+  /** Lookups in the decision memo answered from it, and those that had to compute (or could not use it). */
+  hits: number;
+  misses: number;
+}
+
 export interface Engine {
+  readonly tally: DecisionTally;
   authorize(request: AuthorizeRequest): Promise<Decision>;
   /** The memoised decision, synchronously, or undefined (then call authorize): the hot path's shortcut. */
   peek(request: AuthorizeRequest): Decision | undefined;
@@ -88,6 +98,14 @@ export function createEngine(deps: { sql: Queryable; cache: AuthzCache; now?: ()
   const usable = deps.cacheUsable ?? (() => true);
   const load = createLoaders({ sql, cache, now, usable });
   const { fresh, storable } = load;
+  const tally: DecisionTally = { allowed: 0, denied: 0, hits: 0, misses: 0 };
+  /** A decision answered from the memo (counted here, so callers of peek pay nothing more). */
+  function served(decision: Decision): Decision {
+    tally.hits++;
+    if (decision.allowed) tally.allowed++;
+    else tally.denied++;
+    return decision;
+  }
 
   async function gather(r: AuthorizeRequest): Promise<Gathered> {
     validateRequest(r);
@@ -200,6 +218,9 @@ export function createEngine(deps: { sql: Queryable; cache: AuthzCache; now?: ()
       cacheable = !e.contextual;
       ceiling = g.ceiling;
     }
+    tally.misses++;
+    if (decision.allowed) tally.allowed++;
+    else tally.denied++;
     if (key !== null && cacheable && g.grants && storable(gen)) {
       const expiresAt = Math.min(g.grants.expiresAt, g.facts?.expiresAt ?? Infinity, g.tenant?.expiresAt ?? Infinity,
         ceiling?.expiresAt ?? Infinity, ceiling?.credentialExpiresAt ?? Infinity);
@@ -215,10 +236,12 @@ export function createEngine(deps: { sql: Queryable; cache: AuthzCache; now?: ()
   function peekKey(key: string): Decision | undefined {
     if (!usable()) return undefined;
     const hit = cache.decisions.get(key);
-    return hit && valid(hit) ? hit.decision : undefined;
+    // A miss is not counted: the caller goes on to authorize, which counts it.
+    return hit && valid(hit) ? served(hit.decision) : undefined;
   }
 
   return {
+    tally,
     peek: (r) => peekKey(decisionKey(r)),
     keyOf: decisionKey,
     peekKey,
@@ -231,7 +254,7 @@ export function createEngine(deps: { sql: Queryable; cache: AuthzCache; now?: ()
       if (usable() && typeof r.subjectId === 'string' && typeof r.action === 'string' && r.object) {
         key = decisionKey(r);
         const hit = cache.decisions.get(key);
-        if (hit && valid(hit)) return Promise.resolve(hit.decision);
+        if (hit && valid(hit)) return Promise.resolve(served(hit.decision));
       }
       return decideSlow(r, key);
     },

@@ -17,8 +17,16 @@ export interface CoapServer {
   listen(host: string, port: number): Promise<number>;
   /** Observations this instance holds. */
   readonly observations: number;
+  /** Requests received, and publishes stored or refused (metrics read these). */
+  readonly counters: CoapCounters;
   /** Ends every observation (5.03), then stops reading datagrams after the requests in flight were answered (up to timeoutMs). */
   close(timeoutMs: number): Promise<void>;
+}
+
+export interface CoapCounters {
+  requests: number;
+  published: number;
+  refused: number;
 }
 
 export interface CoapDeps {
@@ -40,6 +48,7 @@ export function createCoapServer(deps: CoapDeps): CoapServer {
   const { messaging, log } = deps;
   const inFlight = new Set<Promise<void>>();
   let closing = false;
+  const counters: CoapCounters = { requests: 0, published: 0, refused: 0 };
   const observations = createObservations({ messaging, authenticateDeviceKey: deps.authenticateDeviceKey, settings: deps.observe, log });
 
   async function handle(req: Req, res: Res | Notifier): Promise<void> {
@@ -67,8 +76,10 @@ export function createCoapServer(deps: CoapDeps): CoapServer {
         workspaceId: topic.workspaceId, channelId: topic.channelId, subtopic: topic.subtopic,
         protocol: 'coap', payload: req.payload, contentType,
       });
+      counters.published++;
       answer(res, '2.04');
     } catch (err) {
+      counters.refused++;
       const appErr = toAppError(err);
       if (appErr.kind === 'INTERNAL') log.error('coap publish failed', { err });
       answerError(res, appErr);
@@ -79,6 +90,7 @@ export function createCoapServer(deps: CoapDeps): CoapServer {
     // A response the package cannot send (too large, the socket gone) is an 'error' event on it: logged,
     // never an uncaught exception; an observation's stream then ends, which forgets it.
     res.on('error', (err: Error) => log.debug('coap response failed', { err: err.message }));
+    counters.requests++;
     const work = handle(req, res).catch((err: unknown) => {
       log.error('coap request failed', { err });
       try {
@@ -107,6 +119,7 @@ export function createCoapServer(deps: CoapDeps): CoapServer {
     get observations() {
       return observations.size;
     },
+    counters,
     async close(timeoutMs) {
       closing = true;
       observations.close();

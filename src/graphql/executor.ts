@@ -2,6 +2,7 @@
 import { compileQuery, isCompiledQuery, type CompiledQuery } from 'graphql-jit';
 import {
   GraphQLError,
+  getOperationAST,
   NoSchemaIntrospectionCustomRule,
   parse,
   specifiedRules,
@@ -16,6 +17,7 @@ import { graphqlExtensions, isUnexpected, toAppError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { GraphqlContext } from './context.js';
 import { checkDocument, jsonNesting, scanQueryText, type DocumentLimits } from './limits.js';
+import { createOperationTally, type OperationCounts, type OperationTally } from './operation-tally.js';
 
 export interface GraphqlRequest {
   query: string;
@@ -29,7 +31,7 @@ export interface ExecutorOptions extends DocumentLimits {
 }
 
 /** keep false: not worth a cache entry (refused while lexing, so cheap to refuse again, and maybe huge). */
-type Prepared = { compiled: CompiledQuery; document: DocumentNode } | { errors: readonly GraphQLError[]; keep?: false };
+type Prepared = { compiled: CompiledQuery; document: DocumentNode; counts: OperationCounts } | { errors: readonly GraphQLError[]; keep?: false };
 
 /**
  * The cache is keyed by query text: besides its entry count, the texts it holds are bounded (in
@@ -43,6 +45,8 @@ export interface GraphqlExecutor {
   /** Validates without executing (custom endpoints check their stored operation at save time). */
   check(query: string, operationName?: string | null): readonly GraphQLError[];
   readonly stats: { compilations: number; cached: number };
+  /** Executions by operation name and outcome, and requests refused before execution (metrics). */
+  readonly operations: OperationTally;
   readonly schema: GraphQLSchema;
 }
 
@@ -53,6 +57,7 @@ export function createGraphqlExecutor(schema: GraphQLSchema, options: ExecutorOp
   const rules: ValidationRule[] = [...specifiedRules];
   if (!options.introspection) rules.push(NoSchemaIntrospectionCustomRule);
   let compilations = 0;
+  const operations = createOperationTally();
 
   function prepare(query: string, operationName: string | null | undefined): Prepared {
     const key = operationName ? `${operationName}\u0000${query}` : query;
@@ -82,7 +87,8 @@ export function createGraphqlExecutor(schema: GraphQLSchema, options: ExecutorOp
     const compiled = compileQuery(schema, document, operationName ?? undefined, { customJSONSerializer: false });
     if (!isCompiledQuery(compiled)) return { errors: compiled.errors ?? [] };
     compilations++;
-    return { compiled, document };
+    const operation = getOperationAST(document, operationName ?? undefined);
+    return { compiled, document, counts: operations.slot(operation?.name?.value, operation?.operation ?? 'query') };
   }
 
   function formatError(err: GraphQLError, requestId: string) {
@@ -126,18 +132,31 @@ export function createGraphqlExecutor(schema: GraphQLSchema, options: ExecutorOp
     return null;
   }
 
+  const tallied = (counts: OperationCounts, result: ExecutionResult): ExecutionResult => {
+    if (result.errors && result.errors.length > 0) counts.error++;
+    else counts.ok++;
+    return result;
+  };
+
   const refuse = (errors: readonly GraphQLError[], requestId: string) => JSON.stringify({ errors: errors.map((e) => formatError(e, requestId)) });
 
   return {
     execute(request, context) {
       const prepared = prepare(request.query, request.operationName);
-      if ('errors' in prepared) return refuse(prepared.errors, context.requestId);
+      if ('errors' in prepared) {
+        operations.rejected++;
+        return refuse(prepared.errors, context.requestId);
+      }
       const deep = tooDeep(request.variables);
-      if (deep) return refuse([deep], context.requestId);
+      if (deep) {
+        operations.rejected++;
+        return refuse([deep], context.requestId);
+      }
+      const counts = prepared.counts;
       const result = prepared.compiled.query(undefined, context, request.variables ?? {});
       // graphql-jit answers synchronously when no resolver returned a promise: keep that path promise-free.
-      if (result instanceof Promise) return result.then((r) => serialize(r, context.requestId));
-      return serialize(result, context.requestId);
+      if (result instanceof Promise) return result.then((r) => serialize(tallied(counts, r), context.requestId));
+      return serialize(tallied(counts, result), context.requestId);
     },
     check(query, operationName) {
       const prepared = prepare(query, operationName);
@@ -146,6 +165,7 @@ export function createGraphqlExecutor(schema: GraphQLSchema, options: ExecutorOp
     get stats() {
       return { compilations, cached: cache.size };
     },
+    operations,
     schema,
   };
 }

@@ -103,6 +103,22 @@ export interface CallStats {
   calls: number;
   /** Calls whose deadline passed (or whose client cancelled) before the handler finished its work. */
   abandoned: number;
+  /** Per method (bound when its handler is wrapped): answers by status code, codes[n] for grpc.status n. */
+  readonly methods: MethodCalls[];
+}
+
+export interface MethodCalls {
+  readonly method: string;
+  readonly codes: Float64Array;
+}
+
+/** grpc.status runs from OK (0) to UNAUTHENTICATED (16). */
+const STATUS_CODES = 17;
+
+function answered(calls: MethodCalls, code: number): void {
+  const codes = calls.codes;
+  const slot = code >= 0 && code < STATUS_CODES ? code : grpc.status.UNKNOWN;
+  codes[slot] = (codes[slot] as number) + 1;
 }
 
 function deadlineMs(call: grpc.ServerUnaryCall<unknown, unknown>): number {
@@ -111,33 +127,47 @@ function deadlineMs(call: grpc.ServerUnaryCall<unknown, unknown>): number {
 }
 
 export function createUnary(log: Logger): { unary: Unary; stats: CallStats } {
-  const stats: CallStats = { calls: 0, abandoned: 0 };
-  const unary: Unary = (method, handler) => (call, callback) => {
-    stats.calls++;
-    const deadline = deadlineMs(call);
-    const ctx: CallContext = {
-      metadata: call.metadata,
-      checkpoint() {
-        if (call.cancelled || deadline <= Date.now()) throw new Abandoned();
-      },
-    };
-    const fail = (err: unknown) => {
-      if (err instanceof Abandoned) {
-        stats.abandoned++;
-        // grpc-js has answered DEADLINE_EXCEEDED or CANCELLED already; this status goes nowhere.
-        return callback({ code: grpc.status.DEADLINE_EXCEEDED, details: 'deadline exceeded' });
+  const stats: CallStats = { calls: 0, abandoned: 0, methods: [] };
+  const unary: Unary = (method, handler) => {
+    const calls: MethodCalls = { method, codes: new Float64Array(STATUS_CODES) };
+    stats.methods.push(calls);
+    return (call, callback) => {
+      stats.calls++;
+      const deadline = deadlineMs(call);
+      const ctx: CallContext = {
+        metadata: call.metadata,
+        checkpoint() {
+          if (call.cancelled || deadline <= Date.now()) throw new Abandoned();
+        },
+      };
+      const fail = (err: unknown) => {
+        if (err instanceof Abandoned) {
+          stats.abandoned++;
+          answered(calls, grpc.status.DEADLINE_EXCEEDED);
+          // grpc-js has answered DEADLINE_EXCEEDED or CANCELLED already; this status goes nowhere.
+          return callback({ code: grpc.status.DEADLINE_EXCEEDED, details: 'deadline exceeded' });
+        }
+        const error = toGrpcError(err, log, method);
+        answered(calls, error.code ?? grpc.status.UNKNOWN);
+        callback(error);
+      };
+      let result;
+      try {
+        ctx.checkpoint();
+        result = handler(call.request, ctx);
+      } catch (err) {
+        return fail(err);
       }
-      callback(toGrpcError(err, log, method));
+      if (result instanceof Promise) {
+        result.then((res) => {
+          answered(calls, grpc.status.OK);
+          callback(null, res);
+        }, fail);
+      } else {
+        answered(calls, grpc.status.OK);
+        callback(null, result);
+      }
     };
-    let result;
-    try {
-      ctx.checkpoint();
-      result = handler(call.request, ctx);
-    } catch (err) {
-      return fail(err);
-    }
-    if (result instanceof Promise) result.then((res) => callback(null, res), fail);
-    else callback(null, result);
   };
   return { unary, stats };
 }

@@ -1,10 +1,12 @@
 // A uWS listener with routing, bounded body reading, abort safety, request ids, error mapping and draining.
 import { randomBytes } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
+import { performance } from 'node:perf_hooks';
 import { AppError, isUnexpected, payloadTooLarge, toAppError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { nativeUws, type TemplatedApp, type UwsRequest, type UwsResponse, type us_listen_socket } from './uws.js';
 import { lengthsConflict, readBodyHeaders } from './framing.js';
+import { BucketCounts, LATENCY_SECONDS } from '../metrics/buckets.js';
 import { decodePathSegment, errorReply, json, methodNotAllowed, type HttpHandler, type HttpMethod, type HttpReply, type HttpRequest, type RouteOptions } from './types.js';
 
 const EMPTY = Buffer.alloc(0);
@@ -29,6 +31,20 @@ interface RouteShape {
   paramCount: number;
   /** wanted: the same names, for the one pass over every header a body request gets. */
   headers: 'all' | { names: readonly string[]; keys: Buffer[]; wanted: ReadonlySet<string> };
+  stats: RouteStats;
+}
+
+/**
+ * Requests of one route (its pattern, never the path asked for), counted once measure() was called: the
+ * route's own numbers, bound when it was registered, so a request costs two clock reads and three writes.
+ */
+export interface RouteStats {
+  readonly method: string;
+  readonly route: string;
+  /** By status class: [0] requests that ended without a reply (client gone), [1..5] 1xx..5xx. */
+  readonly statuses: Float64Array;
+  /** Seconds from the request's arrival to the end of its reply. */
+  readonly latency: BucketCounts;
 }
 
 // uWS takes bytes as they are but encodes every JS string it is given: what repeats is encoded once.
@@ -66,6 +82,10 @@ class Exchange implements HttpRequest {
   corked = true;
   wake: (() => void) | undefined = undefined;
   body: Buffer = EMPTY;
+  /** The route's counters, while the server is measured; the arrival time and the status written. */
+  stats: RouteStats | undefined = undefined;
+  started = 0;
+  status = 0;
   private peer: string | undefined = undefined;
 
   constructor(
@@ -96,6 +116,10 @@ export interface HttpServer {
   drain(timeoutMs: number): Promise<boolean>;
   close(): Promise<void>;
   readonly inFlight: number;
+  /** Start counting requests per route (metrics enabled); until then nothing is timed or counted. */
+  measure(): void;
+  /** Every route's counters (read at scrape time). */
+  readonly routeStats: readonly RouteStats[];
 }
 
 export function createHttpServer(name: string, log: Logger): HttpServer {
@@ -105,16 +129,31 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
   let inFlight = 0;
   let draining = false;
   let drained: (() => void) | undefined;
+  let measuring = false;
+  const routeStats: RouteStats[] = [];
+  function statsFor(method: string, route: string): RouteStats {
+    const stats: RouteStats = { method, route, statuses: new Float64Array(6), latency: new BucketCounts(LATENCY_SECONDS) };
+    routeStats.push(stats);
+    return stats;
+  }
 
   function finish(ex: Exchange): void {
     if (ex.done) return;
     ex.done = true;
     inFlight--;
+    const stats = ex.stats;
+    if (stats !== undefined) {
+      const statuses = stats.statuses;
+      const slot = (ex.status / 100) | 0;
+      statuses[slot] = (statuses[slot] as number) + 1;
+      stats.latency.observe((performance.now() - ex.started) / 1000);
+    }
     if (inFlight === 0 && drained) drained();
   }
 
   function writeHead(ex: Exchange, reply: HttpReply): void {
     const { res } = ex;
+    ex.status = reply.status;
     // uWS writes '200 OK' itself when no status was written: the most common reply costs one call less.
     if (reply.status !== 200) res.writeStatus(statusLine(reply.status));
     res.writeHeader(REQUEST_ID_HEADER, ex.requestId);
@@ -267,6 +306,7 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
   }
 
   function handle(res: UwsResponse, req: UwsRequest, route: RouteShape, handler: HttpHandler, options: RouteOptions): void {
+    const started = measuring ? performance.now() : 0;
     const { method: routeMethod, paramCount } = route;
     // Only the headers a route reads cross from native to JS: each one is a call and a string (the names
     // go as bytes encoded once). A request with a body has all of them read in one pass, which also vets
@@ -321,6 +361,10 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
       incomingId !== undefined && REQUEST_ID.test(incomingId) ? incomingId : nextRequestId(),
     );
     inFlight++;
+    if (measuring) {
+      ex.stats = route.stats;
+      ex.started = started;
+    }
     // Answered before any body is read: a route with a body closes the connection on it.
     if (badPath !== undefined) return limit === undefined ? send(ex, errorReply(badPath)) : sendAndClose(ex, errorReply(badPath));
     if (refusal !== undefined) return sendAndClose(ex, refusal);
@@ -470,7 +514,7 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
     let methods = allowed.get(pattern);
     if (methods === undefined) {
       allowed.set(pattern, (methods = []));
-      const shape: RouteShape = { method: 'ANY', paramCount: 0, headers: { names: [], keys: [], wanted: new Set() } };
+      const shape: RouteShape = { method: 'ANY', paramCount: 0, headers: { names: [], keys: [], wanted: new Set() }, stats: statsFor('ANY', pattern) };
       register('ANY', pattern, (res, req) => handle(res, req, shape, (r) => methodNotAllowed(r.method, methods!), {}));
     }
     methods.push(method);
@@ -488,6 +532,7 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
         method,
         paramCount: pattern.split('/').filter((s) => s.startsWith(':')).length,
         headers: names === 'all' ? 'all' : { names, keys: names.map((n) => Buffer.from(n)), wanted: new Set(names) },
+        stats: statsFor(method, pattern),
       };
       register(method, pattern, (res, req) => handle(res, req, shape, handler, options));
     },
@@ -526,6 +571,10 @@ export function createHttpServer(name: string, log: Logger): HttpServer {
     get inFlight() {
       return inFlight;
     },
+    measure() {
+      measuring = true;
+    },
+    routeStats,
   };
   // Registered first, matched last: uWS prefers static and parameter routes over the wildcard.
   server.route('ANY', '/*', (req) => json(404, { error: `no route for ${req.method} ${req.path}` }));

@@ -250,6 +250,7 @@ export function createMessaging(deps: MessagingDeps): MessagingService {
         listeners.delete(listener);
       };
     },
+    batches: writer.batches,
     stats() {
       const w = writer.stats();
       return {

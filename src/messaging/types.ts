@@ -1,5 +1,6 @@
 // The messaging pipeline's contract with its transports (HTTP here, MQTT and CoAP in their own domains).
 import type { DeviceIdentity, Principal } from '../auth/index.js';
+import type { WriterBatches } from './writer.js';
 
 export type Protocol = 'http' | 'mqtt' | 'coap';
 
@@ -96,5 +97,7 @@ export interface Messaging {
   watch(channelId: string): () => void;
   /** Writer counters for the broker stats API. */
   stats(): WriterStats;
+  /** Rows per committed batch and commit seconds (metrics). */
+  readonly batches: WriterBatches;
   close(): Promise<void>;
 }

@@ -1,10 +1,12 @@
 // Group commit: publishes from concurrent requests share one INSERT per batch on dedicated connections;
 // each publish is acknowledged only once its batch committed. A bounded queue, and a database that is
 // down answers 503 at once instead of letting requests hang.
+import { performance } from 'node:perf_hooks';
 import postgres from 'postgres';
 import type { Sql } from '../db/client.js';
 import { AppError, isDataError, toAppError, unavailable } from '../errors.js';
 import type { Logger } from '../log.js';
+import { BucketCounts, LATENCY_SECONDS } from '../metrics/buckets.js';
 import { buildBatch, type BatchItem } from './batch-literals.js';
 import { insertBatch } from './queries.js';
 import type { StoredMessage } from './types.js';
@@ -45,9 +47,19 @@ export interface Writer {
   readonly down: boolean;
   /** committed: publishes whose batch committed (each was answered as stored). */
   stats(): { queued: number; highWater: number; batches: number; stored: number; committed: number; failed: number };
+  /** Rows per committed batch and seconds from a batch's start to its commit (one observation per batch). */
+  readonly batches: WriterBatches;
   /** Writes what is queued, then closes the connections. */
   close(): Promise<void>;
 }
+
+export interface WriterBatches {
+  rows: BucketCounts;
+  commitSeconds: BucketCounts;
+}
+
+/** Rows per batch: a lone publisher's 1 up to SVC_MESSAGING_BATCH_SIZE's default range. */
+export const BATCH_ROWS: readonly number[] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
 
 // The first probe comes quickly (a killed connection reconnects at once), later ones back off.
 const PROBE_FIRST_MS = 20;
@@ -75,6 +87,7 @@ export function createWriter(url: string, settings: WriterSettings, log: Logger,
   let stored = 0;
   let committed = 0;
   let failed = 0;
+  const timing: WriterBatches = { rows: new BucketCounts(BATCH_ROWS), commitSeconds: new BucketCounts(LATENCY_SECONDS) };
   let scheduled = false;
   let fillTimer: NodeJS.Timeout | undefined;
   /** Rows in the queue, not yet taken into a batch; `queued` also counts rows being written. */
@@ -170,6 +183,7 @@ export function createWriter(url: string, settings: WriterSettings, log: Logger,
   function run(slot: number, jobs: Job[]): void {
     inFlight++;
     const rows = countRows(jobs);
+    const started = performance.now();
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(timedOut()), settings.writeTimeoutMs);
@@ -178,6 +192,8 @@ export function createWriter(url: string, settings: WriterSettings, log: Logger,
     Promise.race([Promise.resolve(jobs).then((j) => insertBatch(conns[slot] as Sql, buildBatch(j))), timeout]).then(() => {
       clearTimeout(timer);
       batches++;
+      timing.rows.observe(rows);
+      timing.commitSeconds.observe((performance.now() - started) / 1000);
       stored += rows;
       committed += jobs.length;
       queued -= rows;
@@ -302,6 +318,7 @@ export function createWriter(url: string, settings: WriterSettings, log: Logger,
       return down;
     },
     stats: () => ({ queued, highWater, batches, stored, committed, failed }),
+    batches: timing,
     async close() {
       closing = true;
       if (probing) clearTimeout(probing);

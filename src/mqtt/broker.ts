@@ -12,7 +12,7 @@ import type { Logger } from '../log.js';
 import { toResolvedSenml, type Messaging } from '../messaging/index.js';
 import { releaseOnConnack } from './connack-first.js';
 import { createHooks, isCounted, V5_NOT_AUTHORIZED, type DenyAction } from './hooks.js';
-import { createMqttMetrics, type MqttErrors, type TrackedConnection } from './metrics.js';
+import { createMqttMetrics, type MqttCounters, type MqttErrors, type TrackedConnection } from './metrics.js';
 import { createBrokerBackend } from './persistence.js';
 import { hardenBroker, hardenClient } from './prototype-keys.js';
 import { watchSubscribedChannels } from './remote-watch.js';
@@ -62,6 +62,10 @@ export interface MqttBroker {
   /** Throws UNAVAILABLE when the broker is closed or its persistence cannot be read. */
   snapshot(): Promise<MqttSnapshot>;
   readonly shared: boolean;
+  /** The live counters behind snapshot() (connections, packets, PUBLISHes, refusals), read by the metrics. */
+  readonly counters: MqttCounters;
+  /** Socket bytes received and sent, live connections included. */
+  bytes(): { received: number; sent: number };
 }
 
 export interface MqttDeps {
@@ -291,6 +295,8 @@ export async function createMqttBroker(deps: MqttDeps): Promise<MqttBroker> {
       stopWatching();
       await backend.close();
     },
+    counters: metrics.counters,
+    bytes: () => metrics.bytes(),
     async snapshot() {
       if (broker.closed) throw unavailable('broker not available');
       const clients = Object.values((broker as unknown as { clients: Record<string, LiveClient> }).clients);
