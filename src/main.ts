@@ -30,6 +30,7 @@ import { migrationsDir, projectRoot } from './paths.js';
 import { createWorkerPool, type WorkerPool } from './worker-pool.js';
 import { caKeysWorkerData, createCaKeys, type CaKeys } from './pki/keys/index.js';
 import { createPki, type Pki } from './pki/index.js';
+import { createEnrollmentListener, type EnrollmentListener } from './pki/enrollment/index.js';
 import { createIdentityService, identityGraphqlModule } from './identity/index.js';
 import { createProfilesService, profilesGraphqlModule } from './profiles/index.js';
 import { createMembersService, createTenantsService, tenantsGraphqlModule } from './tenants/index.js';
@@ -46,7 +47,7 @@ import { createMqttBroker, registerMqttWebSocket, type MqttBroker } from './mqtt
 import { readPemFile } from './pem-files.js';
 import { createCustomEndpoints, type CustomEndpoints } from './custom-endpoints/index.js';
 
-export type ListenerName = 'http' | 'messaging' | 'reader' | 'broker_admin' | 'mqtt' | 'mqtts' | 'coap' | 'grpc';
+export type ListenerName = 'http' | 'messaging' | 'reader' | 'broker_admin' | 'mqtt' | 'mqtts' | 'coap' | 'grpc' | 'enrollment';
 
 export interface Service {
   config: Config;
@@ -304,6 +305,20 @@ export async function startService(env: Record<string, string | undefined>, opti
       closers.push({ name: 'grpc listener', close: () => server.close(config.shutdownTimeoutSecs * 1000) });
       log.info('listening', { listener: 'grpc', host: config.listeners.grpc.host, port: ports.grpc });
     }
+    // Certificate enrollment over TLS (issue 27), opt-in: native enroll/reenroll and EST.
+    let enrollment: EnrollmentListener | undefined;
+    const enrollAddr = config.pki.enrollment.listen;
+    if (config.pki.enrollment.enabled && enrollAddr) {
+      const e = config.pki.enrollment;
+      enrollment = createEnrollmentListener({
+        settings: e, rateLimitsEnabled: config.rateLimits.enabled, generatedKeyIssuance: config.pki.generatedKeyIssuanceEnabled,
+        pki, auth, limiter, hub, log: log.child({ component: 'enrollment' }),
+      });
+      const listener = enrollment;
+      ports.enrollment = await listener.listen(enrollAddr.host, enrollAddr.port);
+      closers.push({ name: 'enrollment listener', close: () => listener.close() });
+      log.info('listening', { listener: 'enrollment', host: enrollAddr.host, port: ports.enrollment });
+    }
     /** Binds a protocol listener; one left at its default address steps aside when the port is taken. */
     async function bindProtocol(name: 'mqtt' | 'coap', setting: string, addr: NonNullable<Addr>, bind: () => Promise<number>): Promise<number | undefined> {
       try {
@@ -355,7 +370,8 @@ export async function startService(env: Record<string, string | undefined>, opti
           for (const s of all) s.stopAccepting();
           mqtt?.stopAccepting();
           live.goingAway();
-          const drained = await Promise.all(all.map((s) => s.drain(config.shutdownTimeoutSecs * 1000)));
+          enrollment?.stopAccepting();
+          const drained = await Promise.all([...all.map((s) => s.drain(config.shutdownTimeoutSecs * 1000)), enrollment?.drain() ?? true]);
           if (drained.includes(false)) log.warn('shutdown timeout reached with requests still in flight');
           await stopAll();
           log.info('stopped');
