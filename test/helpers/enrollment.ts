@@ -37,13 +37,17 @@ export interface CurlResult {
 /** curl against the enrollment listener; `args` are curl's own (--cert, --key, -H, --data-binary ...). */
 export async function curl(url: string, serverCert: string, args: string[] = []): Promise<CurlResult> {
   const { stdout } = await run('curl', ['-sS', '--cacert', serverCert, '-D', '-', ...args, url], { maxBuffer: 10 * 1024 * 1024 });
-  // -D - prints the header block(s) first; the last one belongs to the final answer.
-  const split = stdout.lastIndexOf('\r\n\r\n');
-  const head = stdout.slice(0, split);
-  const body = stdout.slice(split + 4);
-  const blocks = head.split('\r\n\r\n');
-  const last = blocks[blocks.length - 1]!.split('\r\n');
-  const status = Number(/^HTTP\/[\d.]+ (\d{3})/.exec(last[0]!)?.[1] ?? 0);
+  // -D - prints the header block(s) first (a 100 Continue has its own), then the body.
+  let rest = stdout;
+  let last: string[] = [];
+  while (/^HTTP\/[\d.]+ \d{3}/.test(rest)) {
+    const end = rest.indexOf('\r\n\r\n');
+    last = rest.slice(0, end).split('\r\n');
+    rest = rest.slice(end + 4);
+    if (!/^HTTP\/[\d.]+ 1\d\d/.test(last[0]!)) break;
+  }
+  const body = rest;
+  const status = Number(/^HTTP\/[\d.]+ (\d{3})/.exec(last[0] ?? '')?.[1] ?? 0);
   const headers: Record<string, string> = {};
   for (const line of last.slice(1)) {
     const colon = line.indexOf(':');
