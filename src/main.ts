@@ -31,6 +31,8 @@ import { createWorkerPool, type WorkerPool } from './worker-pool.js';
 import { caKeysWorkerData, createCaKeys, type CaKeys } from './pki/keys/index.js';
 import { createPki, type Pki } from './pki/index.js';
 import { createEnrollmentListener, type EnrollmentListener } from './pki/enrollment/index.js';
+import { createLifecycleSweeper } from './pki/lifecycle/sweeper.js';
+import { createOutboxRelay } from './pki/outbox/relay.js';
 import { createIdentityService, identityGraphqlModule } from './identity/index.js';
 import { createProfilesService, profilesGraphqlModule } from './profiles/index.js';
 import { createMembersService, createTenantsService, tenantsGraphqlModule } from './tenants/index.js';
@@ -196,6 +198,17 @@ export async function startService(env: Record<string, string | undefined>, opti
     });
     await pki.init();
     closers.push({ name: 'pki', close: () => pki.close() });
+    // Expiry notices (one sweeper across instances) and outbox delivery (one relay), issue 27.
+    if (config.pki.lifecycle.enabled) {
+      const sweeper = createLifecycleSweeper({ sql, log: log.child({ component: 'pki-lifecycle' }), settings: config.pki.lifecycle });
+      sweeper.start();
+      closers.push({ name: 'pki lifecycle sweeper', close: () => sweeper.stop() });
+    }
+    if (config.pki.outbox.webhookUrl || config.pki.outbox.notifyChannel) {
+      const relay = createOutboxRelay({ sql, log: log.child({ component: 'pki-outbox' }), settings: config.pki.outbox });
+      relay.start();
+      closers.push({ name: 'pki outbox relay', close: () => relay.stop() });
+    }
     const profiles = createProfilesService({ sql, authz, audit, lists });
     const identity = createIdentityService({ sql, authz, audit, invalidate, lists, profiles, certificates: pki.entityHooks });
     const tenants = createTenantsService({
