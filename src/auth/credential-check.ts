@@ -147,8 +147,7 @@ export function createCredentialCheck(deps: {
   }
 
   async function full(p: Parsed, caller: Principal | null, admit: Admit, checkpoint: () => void, transport = 'grpc'): Promise<CredentialMatch> {
-    const deny = (reason: string, p: Parsed, _caller: unknown, tenantId: string | null, entityId: string | null = null) =>
-      denyAs(reason, p, caller, tenantId, entityId, transport);
+    const deny = (reason: string, tenantId: string | null, entityId: string | null = null) => denyAs(reason, p, caller, tenantId, entityId, transport);
     const admitCaller = (tenantId: string | null) => (caller === null ? undefined : admit(caller, tenantId));
     let tenant: TenantState | null = null;
     if (p.tenant !== null) {
@@ -156,13 +155,13 @@ export function createCredentialCheck(deps: {
       if (tenant === null) {
         // Only a platform-wide caller learns that the tenant is unknown, and then only as a failed check.
         await admitCaller(null);
-        deny('tenant_not_found', p, caller, null);
+        deny('tenant_not_found', null);
         throw unauthenticated(FAILED);
       }
     }
     await admitCaller(tenant?.id ?? null);
     if (tenant !== null && tenant.status !== 'active') {
-      deny(`tenant_${tenant.status}`, p, caller, tenant.id);
+      deny(`tenant_${tenant.status}`, tenant.id);
       throw unauthenticated(FAILED);
     }
     checkpoint();
@@ -174,28 +173,28 @@ export function createCredentialCheck(deps: {
     const candidate = p.kind === 'shared_key' ? await sharedKey(p, subject) : await password(p, subject, checkpoint);
     if (candidate === null) {
       await admission.failed();
-      deny('invalid_secret', p, caller, tenant?.id ?? null);
+      deny('invalid_secret', tenant?.id ?? null);
       throw unauthenticated(FAILED);
     }
     await admission.succeeded();
     if (candidate.status !== 'active') {
-      deny('entity_inactive', p, caller, tenant?.id ?? null, candidate.entityId);
+      deny('entity_inactive', tenant?.id ?? null, candidate.entityId);
       throw unauthenticated(FAILED);
     }
     if (candidate.emailUnverified && !settings.allowUnverifiedEmailLogin) {
-      deny('email_unverified', p, caller, tenant?.id ?? null, candidate.entityId);
+      deny('email_unverified', tenant?.id ?? null, candidate.entityId);
       throw forbidden('email address is not verified');
     }
     if (tenant !== null) {
       // Tenant isolation: another tenant's credential is no credential here.
       if (candidate.homeTenantId !== tenant.id && !(await q.belongsToTenant(sql, candidate.entityId, tenant.id))) {
-        deny('not_a_tenant_member', p, caller, tenant.id, candidate.entityId);
+        deny('not_a_tenant_member', tenant.id, candidate.entityId);
         throw unauthenticated(FAILED);
       }
     } else if (candidate.homeTenantId !== null) {
       const home = await tenants.resolve({ id: candidate.homeTenantId });
       if (home?.status !== 'active') {
-        deny(`tenant_${home?.status ?? 'missing'}`, p, caller, candidate.homeTenantId, candidate.entityId);
+        deny(`tenant_${home?.status ?? 'missing'}`, candidate.homeTenantId, candidate.entityId);
         throw unauthenticated(FAILED);
       }
     }
