@@ -64,6 +64,8 @@ t.test('connection caps and slow clients', async (t) => {
     SVC_PKI_ENROLLMENT_HANDSHAKE_TIMEOUT_SECS: '1',
     SVC_PKI_ENROLLMENT_HTTP_HEADER_TIMEOUT_SECS: '1',
     SVC_PKI_ENROLLMENT_MAX_CSR_BYTES: '1024',
+    // SVC_RATE_LIMIT_ENABLED is false here (the test default): the windows do not apply.
+    SVC_PKI_ENROLLMENT_ENTITY_RATE_LIMIT: '1',
   });
   const ts = await startAuthService(t, env);
   const port = ts.service.ports.enrollment!;
@@ -101,6 +103,18 @@ t.test('connection caps and slow clients', async (t) => {
     t.equal((await curl(cacerts, serverCert)).status, 200);
   });
 
+  await t.test('with SVC_RATE_LIMIT_ENABLED=false the enrollment windows do not apply', async (t) => {
+    const admin = await adminToken(ts);
+    const device = await createEntity(ts, admin, { kind: 'device', name: 'unlimited', tenantId: await createTenant(ts, admin, 'acme') });
+    const key = (await ok(ts, admin, 'mutation ($e: ID!) { createSharedKey(entityId: $e, input: {}) { key } }', { e: device })).createSharedKey.key;
+    const token = (await login(ts, device, key, { kind: 'shared_key' })).token;
+    for (const k of ['a', 'b', 'c']) {
+      const r = await curlJson(`https://127.0.0.1:${port}/pki/enroll`, serverCert, { csr_pem: opensslCsr(ca.dir).csrPem, idempotency_key: k },
+        ['-H', `authorization: Bearer ${token}`]);
+      t.equal(r.status, 201);
+    }
+  });
+
   await t.test('the CSR body limit', async (t) => {
     const body = { csr_pem: 'A'.repeat(10_000), idempotency_key: 'x' };
     const r = await curlJson(`https://127.0.0.1:${port}/pki/enroll`, serverCert, body);
@@ -123,4 +137,18 @@ t.test('IPv6 clients are counted by their prefix', async (t) => {
   caps.release(a);
   t.ok(caps.admit(b));
   t.equal(limiter.addressKey('::ffff:10.0.0.1'), '10.0.0.1', 'IPv4-mapped addresses are IPv4');
+});
+
+t.test('start fails naming an unreadable listener certificate or key', async (t) => {
+  const ca = makeCaFiles(t);
+  const { env } = await enrollmentEnv(ca);
+  const { startService } = await import('../../src/main.js');
+  const { createTestDatabase } = await import('../helpers/database.js');
+  const { QUIET_LISTENERS, testLogger } = await import('../helpers/service.js');
+  const db = await createTestDatabase();
+  t.teardown(() => db.drop());
+  const start = (extra: Record<string, string>) => startService({ ...QUIET_LISTENERS, ...env, ...extra, DATABASE_URL: db.url }, { log: testLogger() });
+  await t.rejects(start({ SVC_PKI_ENROLLMENT_TLS_CERT_PATH: ca.file('missing.pem') }), /SVC_PKI_ENROLLMENT_TLS_CERT_PATH: cannot read .*missing\.pem \(ENOENT\)/);
+  await t.rejects(start({ SVC_PKI_ENROLLMENT_TLS_KEY_PATH: ca.file('missing.key') }), /SVC_PKI_ENROLLMENT_TLS_KEY_PATH: cannot read/);
+  await t.rejects(start({ SVC_PKI_ENROLLMENT_TLS_CERT_PATH: '' }), /SVC_PKI_ENROLLMENT_TLS_CERT_PATH is required when enrollment is enabled/);
 });

@@ -64,7 +64,7 @@ export function createEnrollmentListener(deps: {
     throw new Error(`SVC_PKI_ENROLLMENT_TLS_CERT_PATH: ${s.tlsCertPath} holds no PEM certificate`);
   }
   const caps = createConnectionCaps(s.maxConnections, s.maxConnectionsPerIp);
-  const rates = createEnrollmentRates({ enabled: deps.rateLimitsEnabled, ...s });
+  const rates = createEnrollmentRates({ ...s, enabled: deps.rateLimitsEnabled });
   const routes = createEnrollmentRoutes({ pki, auth: deps.auth, rates, maxCsrBytes: s.maxCsrBytes, generatedKeyIssuance: deps.generatedKeyIssuance });
   // A CSR travels as PEM inside JSON or as base64: both are larger than the CSR itself, which is checked exactly.
   const bodyLimit = s.maxCsrBytes * 2 + 4096;
