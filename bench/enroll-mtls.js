@@ -83,7 +83,8 @@ async function drive(label, roots, next) {
   const server = Object.values(cpu.cpuSeconds).reduce((a, v) => a + v, 0);
   const generator = (ownUsage.user + ownUsage.system) / 1e6;
   const result = {
-    label, requests: count, reqPerSec: count / cpu.wallSeconds, cpuUsPerReq: (server / count) * 1e6, perServerCpuSecond: count / server,
+    label, requests: count, reqPerSec: count / cpu.wallSeconds, cpuUsPerReq: (server / count) * 1e6,
+    cpuUsPerReqByGroup: Object.fromEntries(Object.entries(cpu.cpuSeconds).map(([g, v]) => [g, Math.round((v / count) * 1e6)])), perServerCpuSecond: count / server,
     generatorCpuShare: generator / cpu.wallSeconds, otherCpuSeconds: cpu.otherCpuSeconds, statuses, errors,
   };
   console.log(JSON.stringify(result));
