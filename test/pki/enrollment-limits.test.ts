@@ -152,3 +152,23 @@ t.test('start fails naming an unreadable listener certificate or key', async (t)
   await t.rejects(start({ SVC_PKI_ENROLLMENT_TLS_KEY_PATH: ca.file('missing.key') }), /SVC_PKI_ENROLLMENT_TLS_KEY_PATH: cannot read/);
   await t.rejects(start({ SVC_PKI_ENROLLMENT_TLS_CERT_PATH: '' }), /SVC_PKI_ENROLLMENT_TLS_CERT_PATH is required when enrollment is enabled/);
 });
+
+t.test('shutdown drains requests in flight up to the drain timeout, then cuts them', async (t) => {
+  const ca = makeCaFiles(t);
+  const { env, serverCert } = await enrollmentEnv(ca, { SVC_PKI_ENROLLMENT_SHUTDOWN_DRAIN_TIMEOUT_SECS: '1', SVC_PKI_ENROLLMENT_HTTP_REQUEST_TIMEOUT_SECS: '30' });
+  const ts = await startAuthService(t, env);
+  const port = ts.service.ports.enrollment!;
+  const socket = tlsConnect({ host: '127.0.0.1', port, ca: readFileSync(serverCert), servername: 'localhost' });
+  socket.on('error', () => undefined);
+  await new Promise((resolve) => socket.once('secureConnect', resolve));
+  // A request whose body never completes: in flight when shutdown starts.
+  socket.write('POST /pki/enroll HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"csr');
+  await sleep(200);
+  const at = Date.now();
+  const gone = new Promise<number>((resolve) => socket.once('close', () => resolve(Date.now() - at)));
+  await ts.service.stop();
+  const stopMs = Date.now() - at;
+  const closedMs = await gone;
+  t.ok(closedMs >= 800, `the request in flight was given the drain time (${closedMs} ms)`);
+  t.ok(stopMs < 6000, `then cut: stop took ${stopMs} ms`);
+});
