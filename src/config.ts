@@ -376,6 +376,30 @@ function loadPkiConfig(r: ReturnType<typeof createReader>, publicBaseUrl: string
       authorityWarningSecs: r.int('SVC_PKI_AUTHORITY_WARNING_SECS', 2_592_000, 0),
     },
     generatedKeyIssuanceEnabled: r.bool('SVC_PKI_GENERATED_KEY_ISSUANCE_ENABLED', false),
+    outbox: loadOutboxConfig(r),
+  };
+}
+
+/** The outbox relay's sinks (issue 27): a signed webhook and/or a NOTIFY channel; no sink, no relay. */
+function loadOutboxConfig(r: ReturnType<typeof createReader>) {
+  const webhookUrl = r.url('SVC_PKI_OUTBOX_WEBHOOK_URL', undefined, true);
+  const webhookSecret = r.secret('SVC_PKI_OUTBOX_WEBHOOK_SECRET');
+  if (webhookUrl && !/^https?:/.test(webhookUrl)) r.problem('SVC_PKI_OUTBOX_WEBHOOK_URL must be an http or https URL');
+  if (webhookUrl && !webhookSecret) r.problem('SVC_PKI_OUTBOX_WEBHOOK_SECRET is required with SVC_PKI_OUTBOX_WEBHOOK_URL (it signs each delivery)');
+  const notifyChannel = r.optional('SVC_PKI_OUTBOX_NOTIFY_CHANNEL');
+  if (notifyChannel && !/^[a-z_][a-z0-9_]{0,62}$/.test(notifyChannel)) {
+    r.problem('SVC_PKI_OUTBOX_NOTIFY_CHANNEL must be a lowercase PostgreSQL identifier (letters, digits, _; at most 63)');
+  }
+  return {
+    webhookUrl,
+    webhookSecret,
+    webhookTimeoutMs: r.int('SVC_PKI_OUTBOX_WEBHOOK_TIMEOUT_MS', 5000, 100, 120_000),
+    notifyChannel,
+    pollIntervalMs: r.int('SVC_PKI_OUTBOX_POLL_INTERVAL_MS', 1000, 50, 3_600_000),
+    batchSize: r.int('SVC_PKI_OUTBOX_BATCH_SIZE', 100, 1, 10_000),
+    retryBaseMs: r.int('SVC_PKI_OUTBOX_RETRY_BASE_MS', 1000, 10, 3_600_000),
+    retryMaxMs: r.int('SVC_PKI_OUTBOX_RETRY_MAX_MS', 300_000, 10, 86_400_000),
+    retentionSecs: r.int('SVC_PKI_OUTBOX_RETENTION_SECS', 604_800, 0, 315_360_000),
   };
 }
 

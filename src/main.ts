@@ -30,6 +30,9 @@ import { migrationsDir, projectRoot } from './paths.js';
 import { createWorkerPool, type WorkerPool } from './worker-pool.js';
 import { caKeysWorkerData, createCaKeys, type CaKeys } from './pki/keys/index.js';
 import { certificateGrpcService, createCertificateResolution, createPki, type Pki } from './pki/index.js';
+import { createEnrollmentListener, type EnrollmentListener } from './pki/enrollment/index.js';
+import { createLifecycleSweeper } from './pki/lifecycle/sweeper.js';
+import { createOutboxRelay } from './pki/outbox/relay.js';
 import { createIdentityService, identityGraphqlModule } from './identity/index.js';
 import { createProfilesService, profilesGraphqlModule } from './profiles/index.js';
 import { createMembersService, createTenantsService, tenantsGraphqlModule } from './tenants/index.js';
@@ -47,7 +50,7 @@ import { readPemFile } from './pem-files.js';
 import { createCustomEndpoints, type CustomEndpoints } from './custom-endpoints/index.js';
 import { createMetrics, type Metrics } from './metrics/index.js';
 
-export type ListenerName = 'http' | 'messaging' | 'reader' | 'broker_admin' | 'mqtt' | 'mqtts' | 'coap' | 'grpc' | 'metrics';
+export type ListenerName = 'http' | 'messaging' | 'reader' | 'broker_admin' | 'mqtt' | 'mqtts' | 'coap' | 'grpc' | 'metrics' | 'enrollment';
 
 export interface Service {
   config: Config;
@@ -198,6 +201,17 @@ export async function startService(env: Record<string, string | undefined>, opti
     });
     await pki.init();
     closers.push({ name: 'pki', close: () => pki.close() });
+    // Expiry notices (one sweeper across instances) and outbox delivery (one relay), issue 27.
+    if (config.pki.lifecycle.enabled) {
+      const sweeper = createLifecycleSweeper({ sql, log: log.child({ component: 'pki-lifecycle' }), settings: config.pki.lifecycle });
+      sweeper.start();
+      closers.push({ name: 'pki lifecycle sweeper', close: () => sweeper.stop() });
+    }
+    if (config.pki.outbox.webhookUrl || config.pki.outbox.notifyChannel) {
+      const relay = createOutboxRelay({ sql, log: log.child({ component: 'pki-outbox' }), settings: config.pki.outbox });
+      relay.start();
+      closers.push({ name: 'pki outbox relay', close: () => relay.stop() });
+    }
     const profiles = createProfilesService({ sql, authz, audit, lists });
     const identity = createIdentityService({ sql, authz, audit, invalidate, lists, profiles, certificates: pki.entityHooks });
     const tenants = createTenantsService({
@@ -319,6 +333,20 @@ export async function startService(env: Record<string, string | undefined>, opti
       closers.push({ name: 'grpc listener', close: () => server.close(config.shutdownTimeoutSecs * 1000) });
       log.info('listening', { listener: 'grpc', host: config.listeners.grpc.host, port: ports.grpc });
     }
+    // Certificate enrollment over TLS (issue 27), opt-in: native enroll/reenroll and EST.
+    let enrollment: EnrollmentListener | undefined;
+    const enrollAddr = config.pki.enrollment.listen;
+    if (config.pki.enrollment.enabled && enrollAddr) {
+      const e = config.pki.enrollment;
+      enrollment = createEnrollmentListener({
+        settings: e, rateLimitsEnabled: config.rateLimits.enabled, generatedKeyIssuance: config.pki.generatedKeyIssuanceEnabled,
+        pki, auth, limiter, hub, log: log.child({ component: 'enrollment' }),
+      });
+      const listener = enrollment;
+      ports.enrollment = await listener.listen(enrollAddr.host, enrollAddr.port);
+      closers.push({ name: 'enrollment listener', close: () => listener.close() });
+      log.info('listening', { listener: 'enrollment', host: enrollAddr.host, port: ports.enrollment });
+    }
     /** Binds a protocol listener; one left at its default address steps aside when the port is taken. */
     async function bindProtocol(name: 'mqtt' | 'coap', setting: string, addr: NonNullable<Addr>, bind: () => Promise<number>): Promise<number | undefined> {
       try {
@@ -371,7 +399,8 @@ export async function startService(env: Record<string, string | undefined>, opti
           for (const s of all) s.stopAccepting();
           mqtt?.stopAccepting();
           live.goingAway();
-          const drained = await Promise.all(all.map((s) => s.drain(config.shutdownTimeoutSecs * 1000)));
+          enrollment?.stopAccepting();
+          const drained = await Promise.all([...all.map((s) => s.drain(config.shutdownTimeoutSecs * 1000)), enrollment?.drain() ?? true]);
           if (drained.includes(false)) log.warn('shutdown timeout reached with requests still in flight');
           await stopAll();
           log.info('stopped');

@@ -35,9 +35,16 @@ export interface CredentialMatch {
 /** The caller's gate for a tenant (null: platform); synchronous when its decision is memoised. */
 export type Admit = (caller: Principal, tenantId: string | null) => void | Promise<void>;
 
+/** A credential presented by its own holder (EST Basic): no adapter in between, so nobody to admit. */
+export interface SelfCheck {
+  transport: string;
+}
+
 export interface CredentialCheck {
   /** `checkpoint` throws once the call's deadline passed: the work after it is skipped. */
   authenticate(req: CredentialRequest, caller: Principal, admit: Admit, checkpoint: () => void): CredentialMatch | Promise<CredentialMatch>;
+  /** The holder itself presents the credential (EST Basic): same checks, throttle and audit, no caller gate. */
+  authenticateSelf(req: CredentialRequest, self: SelfCheck): Promise<CredentialMatch>;
 }
 
 interface Parsed {
@@ -82,11 +89,11 @@ export function createCredentialCheck(deps: {
   let dummy: Promise<string> | undefined;
   const dummyHash = () => (dummy ??= hashPassword('not a real password', settings.scrypt));
 
-  function deny(reason: string, p: Parsed, caller: Principal, tenantId: string | null, entityId: string | null = null): void {
+  function denyAs(reason: string, p: Parsed, caller: Principal | null, tenantId: string | null, entityId: string | null = null, transport = 'grpc'): void {
     audit.record({
-      event: 'auth.credential_authenticate', outcome: 'deny', actorEntityId: caller.entityId, tenantId,
+      event: 'auth.credential_authenticate', outcome: 'deny', actorEntityId: caller?.entityId ?? null, tenantId,
       targetKind: 'entity', targetId: entityId,
-      details: { reason, kind: p.kind, identifier: p.identifier.slice(0, 256), transport: 'grpc' },
+      details: { reason, kind: p.kind, identifier: p.identifier.slice(0, 256), transport },
     });
   }
 
@@ -139,20 +146,22 @@ export function createCredentialCheck(deps: {
     };
   }
 
-  async function full(p: Parsed, caller: Principal, admit: Admit, checkpoint: () => void): Promise<CredentialMatch> {
+  async function full(p: Parsed, caller: Principal | null, admit: Admit, checkpoint: () => void, transport = 'grpc'): Promise<CredentialMatch> {
+    const deny = (reason: string, tenantId: string | null, entityId: string | null = null) => denyAs(reason, p, caller, tenantId, entityId, transport);
+    const admitCaller = (tenantId: string | null) => (caller === null ? undefined : admit(caller, tenantId));
     let tenant: TenantState | null = null;
     if (p.tenant !== null) {
       tenant = await tenants.resolve(p.tenant);
       if (tenant === null) {
         // Only a platform-wide caller learns that the tenant is unknown, and then only as a failed check.
-        await admit(caller, null);
-        deny('tenant_not_found', p, caller, null);
+        await admitCaller(null);
+        deny('tenant_not_found', null);
         throw unauthenticated(FAILED);
       }
     }
-    await admit(caller, tenant?.id ?? null);
+    await admitCaller(tenant?.id ?? null);
     if (tenant !== null && tenant.status !== 'active') {
-      deny(`tenant_${tenant.status}`, p, caller, tenant.id);
+      deny(`tenant_${tenant.status}`, tenant.id);
       throw unauthenticated(FAILED);
     }
     checkpoint();
@@ -164,28 +173,28 @@ export function createCredentialCheck(deps: {
     const candidate = p.kind === 'shared_key' ? await sharedKey(p, subject) : await password(p, subject, checkpoint);
     if (candidate === null) {
       await admission.failed();
-      deny('invalid_secret', p, caller, tenant?.id ?? null);
+      deny('invalid_secret', tenant?.id ?? null);
       throw unauthenticated(FAILED);
     }
     await admission.succeeded();
     if (candidate.status !== 'active') {
-      deny('entity_inactive', p, caller, tenant?.id ?? null, candidate.entityId);
+      deny('entity_inactive', tenant?.id ?? null, candidate.entityId);
       throw unauthenticated(FAILED);
     }
     if (candidate.emailUnverified && !settings.allowUnverifiedEmailLogin) {
-      deny('email_unverified', p, caller, tenant?.id ?? null, candidate.entityId);
+      deny('email_unverified', tenant?.id ?? null, candidate.entityId);
       throw forbidden('email address is not verified');
     }
     if (tenant !== null) {
       // Tenant isolation: another tenant's credential is no credential here.
       if (candidate.homeTenantId !== tenant.id && !(await q.belongsToTenant(sql, candidate.entityId, tenant.id))) {
-        deny('not_a_tenant_member', p, caller, tenant.id, candidate.entityId);
+        deny('not_a_tenant_member', tenant.id, candidate.entityId);
         throw unauthenticated(FAILED);
       }
     } else if (candidate.homeTenantId !== null) {
       const home = await tenants.resolve({ id: candidate.homeTenantId });
       if (home?.status !== 'active') {
-        deny(`tenant_${home?.status ?? 'missing'}`, p, caller, candidate.homeTenantId, candidate.entityId);
+        deny(`tenant_${home?.status ?? 'missing'}`, candidate.homeTenantId, candidate.entityId);
         throw unauthenticated(FAILED);
       }
     }
@@ -196,6 +205,9 @@ export function createCredentialCheck(deps: {
     authenticate(req, caller, admit, checkpoint) {
       const p = parse(req);
       return fromCache(p, caller, admit) ?? full(p, caller, admit, checkpoint);
+    },
+    async authenticateSelf(req, self) {
+      return full(parse(req), null, () => undefined, () => undefined, self.transport);
     },
   };
 }

@@ -69,6 +69,8 @@ export interface Auth {
    * behind `admit`, the caller's gate for the tenant involved. Synchronous for a cached device key.
    */
   authenticateCredential(req: CredentialRequest, caller: Principal, admit: Admit, checkpoint: () => void): CredentialMatch | Promise<CredentialMatch>;
+  /** The same check when the holder presents its own credential (EST Basic over the enrollment listener). */
+  authenticateOwnCredential(req: CredentialRequest, transport: string): Promise<CredentialMatch>;
   /**
    * The failed-credential throttle every credential check goes through (src/auth/login-throttle.ts):
    * admit({identity, ip}) before looking at the secret, then failed() or succeeded().
@@ -262,6 +264,7 @@ export function createAuth(deps: AuthDeps): Auth {
     peekDeviceKey: (key) => deviceKeys.peek(key),
     verifyToken: (token) => verifier.verify(token),
     authenticateCredential: (req, caller, admit, checkpoint) => credentialCheck.authenticate(req, caller, admit, checkpoint),
+    authenticateOwnCredential: (req, transport) => credentialCheck.authenticateSelf(req, { transport }),
     throttle,
     async invalidate(change) {
       dropLocal(change);

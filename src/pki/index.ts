@@ -140,6 +140,8 @@ export function createPki(deps: PkiDeps) {
       issuer: (issuerId: string) => registry.issuer(issuerId),
       ledger: (issuerId: string, afterId = '0', limit = 10_000, notAfterFrom: Date | null = null) => selectIssuerLedger(sql, issuerId, afterId, limit, notAfterFrom),
     },
+    /** For EST csrattrs: the key algorithms the default certificate profile accepts. */
+    defaultProfile: () => registry.profile(null).then((p) => p?.profile ?? null),
     /** Authorities changed (drops this instance's caches and NOTIFYs the others). */
     authoritiesChanged: registry.changed,
 
