@@ -62,8 +62,17 @@ export function normaliseFingerprint(value: unknown): string {
 const actorOf = (c: Caller) => (c.kind === 'principal' ? c.principal.entityId : c.entityId);
 const viaOf = (c: Caller) => (c.kind === 'principal' ? c.via ?? 'graphql' : c.via);
 
-export function createRevocation(deps: { sql: Sql; hub: NotifyHub; access: PkiAccess; audit: AuditWriter }) {
+/** Told of revocations: written inside a transaction (pending), and committed (before the call returns). */
+export interface RevocationWatcher {
+  pending(issuerIds: Iterable<string>): void;
+  committed(issuerIds: Iterable<string>): void;
+}
+
+export function createRevocation(deps: { sql: Sql; hub: NotifyHub; access: PkiAccess; audit: AuditWriter; published?: RevocationWatcher }) {
   const { sql, hub, access } = deps;
+  const committed = (entries: { issuerId: string }[]) => {
+    if (entries.length) deps.published?.committed(entries.map((e) => e.issuerId));
+  };
 
   /** Writes ledger entries, credentials, audit events and outbox records for `rows` inside `tx`. */
   async function revokeRows(tx: Queryable, rows: rq.RevocableRow[], reason: RevocationReason, actor: string | null, meta: { requestId?: string | null; via: string; details?: Record<string, unknown> }) {
@@ -75,6 +84,9 @@ export function createRevocation(deps: { sql: Sql; hub: NotifyHub; access: PkiAc
     await insertAuditEvents(tx, entries.map((e) => revocationAudit(e, meta)));
     await cq.insertOutbox(tx, entries.map((e) => revocationOutbox(e, meta.details)));
     await hub.notify(REVOKED_TOPIC, revokedPayload(entries), tx);
+    // Cached CRLs and OCSP answers of these issuers stop serving now; after commit they are dropped again
+    // (committed below, or the NOTIFY for cascades that commit in their caller's transaction).
+    deps.published?.pending(entries.map((e) => e.issuerId));
     return entries;
   }
 
@@ -142,6 +154,7 @@ export function createRevocation(deps: { sql: Sql; hub: NotifyHub; access: PkiAc
         const [entry] = await revokeRows(tx, [revocable], reason, actor, { requestId: caller.requestId, via: viaOf(caller) });
         return { row, entry };
       });
+      if (outcome.entry) committed([outcome.entry]);
       if (outcome.entry) {
         const certificate = { ...outcome.row, status: 'revoked' as const, revoked_at: new Date(outcome.entry.revokedAt), revocation_reason: reason };
         return { certificate, reason, actorEntityId: actor, revokedAt: new Date(outcome.entry.revokedAt), idempotentReplay: false };
@@ -164,6 +177,7 @@ export function createRevocation(deps: { sql: Sql; hub: NotifyHub; access: PkiAc
       const entries = await sql.begin(async (tx) => revokeRows(tx, await rq.lockActiveOfEntity(tx, id), reason, actorOf(caller), {
         requestId: caller.requestId, via: viaOf(caller), details: { scope: 'entity' },
       }));
+      committed(entries);
       return entries.length;
     },
 
@@ -200,6 +214,7 @@ export function createRevocation(deps: { sql: Sql; hub: NotifyHub; access: PkiAc
             where c.id = any(${wanted}::uuid[]) and c.status = 'active' order by c.id for update of c`;
           for (const e of await revokeRows(tx, locked, reason, p.entityId, { requestId, via: 'graphql', details: { scope: 'bulk' } })) revoked.add(e.credentialId);
         });
+        if (revoked.size > 0) committed(rows.filter((r) => revoked.has(r.id)).map((r) => ({ issuerId: r.issuer_id })));
       }
       for (const item of items) if (item.outcome === 'revoked' && !revoked.has(item.credentialId)) item.outcome = 'already_revoked';
       const complete = rows.length < page.limit;
