@@ -100,6 +100,24 @@ t.test('trust bundle, CRL and OCSP', async (t) => {
     t.match(plain, /: unknown/);
   });
 
+  await t.test('public by design, yet one tenant\'s responder says nothing of another tenant\'s certificates', async (t) => {
+    const otherTenant = await createTenant(ts, admin, 'other');
+    const otherDevice = await createEntity(ts, admin, { kind: 'device', name: 'd2', tenantId: otherTenant });
+    const foreign = await issueLeaf(ts, admin, ca.dir, otherDevice);
+    t.not(foreign.issuerId, leaf.issuerId, 'each tenant has its own issuer');
+    const foreignFile = file('foreign.pem', foreign.certificatePem);
+    const foreignIssuer = file('foreign-issuer.pem', firstPem(foreign.chainPem));
+    // Asked at tenant one's responder, about a certificate of tenant two (its issuer named correctly): unknown.
+    t.match(await opensslOcsp(pub, leaf.issuerId, { issuer: foreignIssuer, cafile: ca.root, cert: foreignFile }), /foreign\.pem: unknown/);
+    // The same serial claimed under tenant one's issuer: never issued there, unknown.
+    t.match(await opensslOcsp(pub, leaf.issuerId, { issuer: issuerFile, cafile: ca.root, serial: `0x${foreign.serialNumber}` }), /: unknown/);
+    // Its own responder knows it; the other tenant's CRL does not list it once revoked.
+    t.match(await opensslOcsp(pub, foreign.issuerId, { issuer: foreignIssuer, cafile: ca.root, cert: foreignFile }), /foreign\.pem: good/);
+    await revokeLeaf(ts, admin, foreign, 'superseded');
+    const der = Buffer.from(await (await fetch(`${base}/certs/issuers/${leaf.issuerId}/crl`)).arrayBuffer());
+    t.notMatch(await sh('openssl', ['crl', '-inform', 'DER', '-noout', '-text'], { input: der }), new RegExp(foreign.serialNumber.toUpperCase()));
+  });
+
   await t.test('GET form (RFC 6960 appendix A) with curl, base64 and base64url', async (t) => {
     const other = await issueLeaf(ts, admin, ca.dir, device);
     const reqFile = file('req.der');
