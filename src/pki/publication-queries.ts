@@ -11,12 +11,12 @@ export interface CrlStateRow {
   next_update: Date;
   ledger_mark: string;
   entry_count: number;
-  crl_der: Buffer;
+  signature: Buffer;
 }
 
 export async function selectCrlState(sql: Queryable, issuerId: string): Promise<CrlStateRow | undefined> {
   const [row] = await sql<CrlStateRow[]>`
-    select issuer_id, crl_number::text, this_update, next_update, ledger_mark::text, entry_count, crl_der
+    select issuer_id, crl_number::text, this_update, next_update, ledger_mark::text, entry_count, signature
     from certificate_crl_state where issuer_id = ${issuerId}`;
   return row;
 }
@@ -36,24 +36,36 @@ export async function lockIssuerCrl(sql: Queryable, issuerId: string): Promise<v
   await sql`select pg_advisory_xact_lock(hashtextextended(${`crl:${issuerId}`}, 0))`;
 }
 
+export interface LedgerRead {
+  /** The entries after `afterMark`, concatenated in ledger order by PostgreSQL (one value, not a row each). */
+  entries: Buffer;
+  /** The whole ledger of the issuer: highest id and count. */
+  mark: string;
+  count: number;
+  /** Entries with an id up to `afterMark`: equal to what the caller holds means those are unchanged. */
+  countThrough: number;
+}
+
 /**
- * Every stored CRL entry of the issuer, concatenated in ledger order by the database itself (one value
- * crosses the wire instead of a row per entry), with the position they make up, from one snapshot.
+ * The issuer's entries after `afterMark` ('0': all of them) and the ledger position, from one statement
+ * (one snapshot): a caller holding the entries up to `afterMark` appends the new ones instead of reading
+ * 100,000 again, when `countThrough` says none with a lower id committed late.
  */
-export async function selectCrlEntries(sql: Queryable, issuerId: string): Promise<{ entries: Buffer; count: number; mark: string }> {
-  const [row] = await sql<{ entries: Buffer | null; count: number; mark: string }[]>`
-    select string_agg(crl_entry, ''::bytea order by id) as entries, count(*)::int as count, coalesce(max(id), 0)::text as mark
+export async function selectLedgerSince(sql: Queryable, issuerId: string, afterMark: string): Promise<LedgerRead> {
+  const [row] = await sql<{ entries: Buffer | null; count: number; mark: string; count_through: number }[]>`
+    select string_agg(crl_entry, ''::bytea order by id) filter (where id > ${afterMark}) as entries, count(*)::int as count,
+      coalesce(max(id), 0)::text as mark, (count(*) filter (where id <= ${afterMark}))::int as count_through
     from certificate_revocations where issuer_id = ${issuerId}`;
-  return { entries: row?.entries ?? Buffer.alloc(0), count: row?.count ?? 0, mark: row?.mark ?? '0' };
+  return { entries: row?.entries ?? Buffer.alloc(0), count: row?.count ?? 0, mark: row?.mark ?? '0', countThrough: row?.count_through ?? 0 };
 }
 
 export async function upsertCrlState(sql: Queryable, s: Omit<CrlStateRow, 'crl_number'> & { crl_number: bigint }): Promise<void> {
   await sql`
-    insert into certificate_crl_state (issuer_id, crl_number, this_update, next_update, ledger_mark, entry_count, crl_der)
-    values (${s.issuer_id}, ${s.crl_number.toString()}, ${s.this_update}, ${s.next_update}, ${s.ledger_mark}, ${s.entry_count}, ${s.crl_der})
+    insert into certificate_crl_state (issuer_id, crl_number, this_update, next_update, ledger_mark, entry_count, signature)
+    values (${s.issuer_id}, ${s.crl_number.toString()}, ${s.this_update}, ${s.next_update}, ${s.ledger_mark}, ${s.entry_count}, ${s.signature})
     on conflict (issuer_id) do update set crl_number = excluded.crl_number, this_update = excluded.this_update,
       next_update = excluded.next_update, ledger_mark = excluded.ledger_mark, entry_count = excluded.entry_count,
-      crl_der = excluded.crl_der, updated_at = now()`;
+      signature = excluded.signature, updated_at = now()`;
 }
 
 export interface SerialStatusRow {

@@ -51,6 +51,8 @@ t.test('revocation on one instance, OCSP and CRL on another', async (t) => {
   const crl = await crlOnB();
   t.match(crl, new RegExp(`Serial Number: ${leaf.serialNumber.toUpperCase()}`), 'B\'s CRL lists it');
   t.match(crl, /Affiliation Changed/);
+  const crlOf = async (ts: typeof a) => Buffer.from(await (await fetch(`${ts.url()}/certs/issuers/${leaf.issuerId}/crl`)).arrayBuffer());
+  t.same(await crlOf(a), await crlOf(b), 'A serves the very CRL B signed (rebuilt from the stored signature, not re-signed)');
 
   await t.test('a lost LISTEN connection drops B\'s caches when it comes back', async (t) => {
     const other = await issueLeaf(a, admin, ca.dir, device);
