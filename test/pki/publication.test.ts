@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import * as asn1js from 'asn1js';
 import * as pkijs from 'pkijs';
 import t from 'tap';
+import { parseOcspRequest, parseOcspRequestPkijs } from '../../src/pki/ocsp-der.js';
 import { adminToken, startAuthService } from '../helpers/auth.js';
 import { createEntity, createTenant, ok } from '../helpers/management.js';
 import { makeCaFiles } from '../helpers/pki.js';
@@ -130,6 +131,24 @@ t.test('trust bundle, CRL and OCSP', async (t) => {
       const text = await sh('openssl', ['ocsp', '-respin', out, '-issuer', issuerFile, '-cert', file('other.pem'), '-CAfile', ca.root]);
       t.match(text, /other\.pem: good/);
       t.match(text, /Response verify OK/);
+    }
+  });
+
+  await t.test('the request reader agrees with pkijs\'s OCSPRequest', async (t) => {
+    const other = file('other2.pem', (await issueLeaf(ts, admin, ca.dir, device)).certificatePem);
+    const variants = [['-cert', leafFile], ['-cert', leafFile, '-no_nonce'], ['-cert', leafFile, '-cert', other], ['-sha256', '-serial', '0x00ff'],
+      ['-no_nonce', '-sha512', '-cert', leafFile, '-cert', other]];
+    for (const args of variants) {
+      const reqFile = file('variant.der');
+      await sh('openssl', ['ocsp', '-issuer', issuerFile, ...args, '-reqout', reqFile]);
+      const body = readFileSync(reqFile);
+      const ours = parseOcspRequest(body);
+      t.ok(ours, `read: ${args.join(' ')}`);
+      t.same(ours, parseOcspRequestPkijs(body), `same as pkijs: ${args.join(' ')}`);
+    }
+    for (const junk of [Buffer.from('3000', 'hex'), Buffer.from('30023000', 'hex'), Buffer.from('300630043002300a', 'hex'), Buffer.from('ff', 'hex')]) {
+      t.equal(parseOcspRequest(junk), null, `refused ${junk.toString('hex')}`);
+      t.equal(parseOcspRequestPkijs(junk), null, `pkijs refuses ${junk.toString('hex')} too`);
     }
   });
 
