@@ -82,6 +82,17 @@ export function createOcsp(deps: {
       stats.malformed++;
       return error('malformedRequest');
     },
+    /**
+     * The answer cached for exactly these request bytes, if still good: synchronous, so the listener
+     * replies inside its own callback (no promise, no deferred write) for the common request.
+     */
+    cached(issuerId: string, body: Buffer): OcspAnswer | undefined {
+      if (body.length === 0 || body.length > MAX_KEYED_BODY) return undefined;
+      const hit = answers.get(`${issuerId}|${body.toString('latin1')}`);
+      if (!hit || hit.token !== coherence.token(issuerId) || Date.now() >= hit.refreshAt || !coherence.cacheable(issuerId)) return undefined;
+      stats.cached++;
+      return { der: hit.der, maxAgeSecs: Math.max(0, Math.floor((hit.refreshAt - Date.now()) / 1000)) };
+    },
     /** The OCSPResponse for `body` (a DER OCSPRequest) addressed to issuer `issuerId`. */
     async answer(issuerId: string, body: Buffer): Promise<OcspAnswer> {
       const keyed = body.length > 0 && body.length <= MAX_KEYED_BODY;

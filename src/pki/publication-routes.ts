@@ -64,7 +64,10 @@ export function publicationHandlers(publication: Publication) {
         body: crl.der,
       };
     },
-    ocspPost: (issuerId: string, body: Buffer) => ocspReply(issuerId, body, false),
+    ocspPost(issuerId: string, body: Buffer): HttpReply | Promise<HttpReply> {
+      const hit = publication.ocsp.cached(issuerId, body);
+      return hit ? { status: 200, headers: NO_STORE_OCSP, body: hit.der } : ocspReply(issuerId, body, false);
+    },
     /** `path`: the whole request path, /certs/issuers/<id>/ocsp/<base64 request>. */
     ocspGet: (issuerId: string, path: string) => ocspReply(issuerId, getFormRequest(path), true),
   };
