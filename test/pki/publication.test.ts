@@ -152,6 +152,20 @@ t.test('trust bundle, CRL and OCSP', async (t) => {
     }
   });
 
+  await t.test('nonce requests arriving together are signed fresh, in shared worker tasks', async (t) => {
+    const reqFile = file('nonce.der');
+    await sh('openssl', ['ocsp', '-issuer', issuerFile, '-cert', leafFile, '-reqout', reqFile]);
+    const body = readFileSync(reqFile);
+    const signer = () => ts.service.caKeys.describe().encrypted_database as { sign_tasks: number; signatures: number };
+    const before = signer();
+    const answers = await Promise.all(Array.from({ length: 32 }, () =>
+      fetch(`${base}/certs/issuers/${leaf.issuerId}/ocsp`, { method: 'POST', body }).then(async (r) => Buffer.from(await r.arrayBuffer()))));
+    const after = signer();
+    t.equal(after.signatures - before.signatures, 32, 'every nonce answer signed afresh (never cached)');
+    t.ok(after.sign_tasks - before.sign_tasks < 32, `${after.sign_tasks - before.sign_tasks} worker tasks for 32 signatures`);
+    t.ok(answers.every((a) => a.includes(body.subarray(body.length - 18))), 'each answer echoes the nonce');
+  });
+
   await t.test('malformed requests answer malformedRequest, never 500', async (t) => {
     const bodies: Buffer[] = [Buffer.alloc(0), Buffer.from('hello'), Buffer.from([0x30, 0x82, 0xff, 0xff, 0x01]), Buffer.from([0x30, 0x03, 0x30, 0x01, 0x00]),
       Buffer.from(new asn1js.Sequence({ value: [new asn1js.Sequence({ value: [new asn1js.Sequence({ value: [] })] })] }).toBER())];
