@@ -20,6 +20,8 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
     mqtt: r.addr('SVC_MQTT_ADDR', '0.0.0.0:1883'),
     coap: r.addr('SVC_COAP_ADDR', '0.0.0.0:5683'),
     grpc: r.addr('SVC_GRPC_ADDR', '0.0.0.0:8081'),
+    // The public certificate routes again on node:http, for HTTP/1.0 relying parties (openssl ocsp); off unless set.
+    pkiPublication: r.addr('SVC_PKI_PUBLICATION_ADDR', 'off'),
     // MQTT over TLS: only with a certificate and key (below); the plaintext listener may then be off.
     mqtts: r.optional('SVC_MQTT_TLS_CERT_PATH') === undefined ? null : r.addr('SVC_MQTTS_ADDR', '0.0.0.0:8883'),
   };
@@ -376,6 +378,11 @@ function loadPkiConfig(r: ReturnType<typeof createReader>, publicBaseUrl: string
       authorityWarningSecs: r.int('SVC_PKI_AUTHORITY_WARNING_SECS', 2_592_000, 0),
     },
     generatedKeyIssuanceEnabled: r.bool('SVC_PKI_GENERATED_KEY_ISSUANCE_ENABLED', false),
+    // Revocation publication (/certs): how long a CRL and an OCSP answer hold (nextUpdate - thisUpdate).
+    publication: {
+      crlValiditySecs: r.int('SVC_PKI_CRL_VALIDITY_SECS', 86_400, 300, 31_536_000),
+      ocspValiditySecs: r.int('SVC_PKI_OCSP_VALIDITY_SECS', 3600, 60, 604_800),
+    },
     outbox: loadOutboxConfig(r),
   };
 }

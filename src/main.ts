@@ -50,7 +50,7 @@ import { readPemFile } from './pem-files.js';
 import { createCustomEndpoints, type CustomEndpoints } from './custom-endpoints/index.js';
 import { createMetrics, type Metrics } from './metrics/index.js';
 
-export type ListenerName = 'http' | 'messaging' | 'reader' | 'broker_admin' | 'mqtt' | 'mqtts' | 'coap' | 'grpc' | 'metrics' | 'enrollment';
+export type ListenerName = 'http' | 'messaging' | 'reader' | 'broker_admin' | 'mqtt' | 'mqtts' | 'coap' | 'grpc' | 'metrics' | 'enrollment' | 'pki_publication';
 
 export interface Service {
   config: Config;
@@ -196,7 +196,7 @@ export async function startService(env: Record<string, string | undefined>, opti
         platformIntermediateCertPath: config.pki.platformIntermediateCertPath, platformIntermediateKeyPath: config.pki.platformIntermediateKeyPath,
         caKeyBackend: config.pki.caKeyBackend, authorityKeyAlgorithm: config.pki.authorityKeyAlgorithm, authorityTtlSecs: config.pki.authorityTtlSecs,
         maxCsrBytes: config.pki.enrollment.maxCsrBytes, generatedKeyIssuance: config.pki.generatedKeyIssuanceEnabled, lists,
-        pkcs11MaxInFlight: config.pki.pkcs11.maxInFlight,
+        pkcs11MaxInFlight: config.pki.pkcs11.maxInFlight, publication: config.pki.publication,
       },
     });
     await pki.init();
@@ -267,6 +267,7 @@ export async function startService(env: Record<string, string | undefined>, opti
     const bearer = { authenticate, peek: auth.peekBearer };
     registerAuthzRoutes(http, { runtime: authzRuntime, auth: bearer, bodyLimit: config.authz.bodyLimitBytes });
     registerAuditRoutes(http, { reader: auditReader, auth: bearer });
+    pki.registerPublicRoutes(http, limiter);
     customEndpoints.registerRoutes(http, { auth: bearer, limiter: config.rateLimits.enabled ? limiter : undefined });
     if (config.listeners.http) servers.set('http', { server: http, addr: config.listeners.http });
     const deviceAuth = { authenticate, authenticateDeviceKey: auth.authenticateDeviceKey };
@@ -314,6 +315,13 @@ export async function startService(env: Record<string, string | undefined>, opti
       ports[name] = await server.listen(addr.host, addr.port);
       closers.push({ name: `${name} listener`, close: () => server.close() });
       log.info('listening', { listener: name, host: addr.host, port: ports[name] });
+    }
+    if (config.listeners.pkiPublication) {
+      const { host, port } = config.listeners.pkiPublication;
+      const publication = pki.publicationListener(limiter);
+      ports.pki_publication = await publication.listen(host, port);
+      closers.push({ name: 'pki publication listener', close: () => publication.close() });
+      log.info('listening', { listener: 'pki_publication', host, port: ports.pki_publication });
     }
     if (config.listeners.grpc) {
       const server = createGrpcServer(log, config.grpc);

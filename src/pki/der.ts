@@ -104,11 +104,11 @@ class Verbatim {
     return this.der.buffer.slice(this.der.byteOffset, this.der.byteOffset + this.der.byteLength) as ArrayBuffer;
   }
 }
-const raw = (data: Uint8Array) => new Verbatim(data) as unknown as asn1js.AsnType;
+export const raw = (data: Uint8Array) => new Verbatim(data) as unknown as asn1js.AsnType;
 const VERSION_3 = Buffer.from(new asn1js.Constructed({ idBlock: { tagClass: 3, tagNumber: 0 }, value: [new asn1js.Integer({ value: 2 })] }).toBER());
 
 /** RFC 5280 4.1.2.5: UTCTime through 2049, GeneralizedTime from 2050; whole seconds. */
-function timeOf(at: Date): asn1js.AsnType {
+export function timeOf(at: Date): asn1js.AsnType {
   const d = new Date(Math.floor(at.getTime() / 1000) * 1000);
   return d.getUTCFullYear() >= 2050 ? new asn1js.GeneralizedTime({ valueDate: d }) : new asn1js.UTCTime({ valueDate: d });
 }

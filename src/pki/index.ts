@@ -24,6 +24,9 @@ import { createRegistry } from './registry.js';
 import { pkiGraphqlModule } from './resolvers.js';
 import { selectIssuerLedger } from './revocation-queries.js';
 import { createRevocation } from './revocation.js';
+import { createPublication, type PublicationSettings } from './publication.js';
+import type { HttpServer } from '../http/server.js';
+import type { RateLimiter } from '../http/rate-limit.js';
 
 export type { CaKeys, GeneratedKey, KeyAlgorithm, KeyBackendKind, StoredKeyRef } from './keys/types.js';
 export { KEY_ALGORITHMS } from './keys/types.js';
@@ -56,6 +59,8 @@ export interface PkiSettings {
   /** SVC_PKI_PKCS11_MAX_IN_FLIGHT: token operations of this service beyond it wait for a slot. */
   pkcs11MaxInFlight: number;
   lists: { defaultLimit: number; maxLimit: number };
+  /** CRL and OCSP validity (SVC_PKI_CRL_VALIDITY_SECS, SVC_PKI_OCSP_VALIDITY_SECS). */
+  publication: PublicationSettings;
 }
 
 export interface PkiDeps {
@@ -84,8 +89,10 @@ export function createPki(deps: PkiDeps) {
   const issuance = createIssuance({
     sql, keys, registry, provisioning, access, writer, audit, csrs, settings: { generatedKeyIssuance: settings.generatedKeyIssuance },
   });
-  const revocation = createRevocation({ sql, hub, access, audit });
   const certificates = createCertificateReads({ sql, access, lists: settings.lists });
+  const publication = createPublication({ sql, hub, keys, registry, certificates, log, settings: settings.publication });
+  // Revocations move the publication caches of this instance before the revoking call returns.
+  const revocation = createRevocation({ sql, hub, access, audit, published: publication.coherence });
   const profiles = createProfiles({ sql, access, audit, changed: (id) => registry.changed({ profiles: [id], all: true }) });
   const authorities = createAuthorities({ sql, access, provisioning, registry });
   let stopping = false;
@@ -142,6 +149,12 @@ export function createPki(deps: PkiDeps) {
     },
     /** For EST csrattrs: the key algorithms the default certificate profile accepts. */
     defaultProfile: () => registry.profile(null).then((p) => p?.profile ?? null),
+    /** The public routes (trust bundle, issuer certificates, CRLs, OCSP) on the management listener. */
+    registerPublicRoutes: (server: HttpServer, limiter: RateLimiter) => publication.registerRoutes(server, limiter),
+    /** The same routes on their own node:http listener (SVC_PKI_PUBLICATION_ADDR), for HTTP/1.0 clients. */
+    publicationListener: (limiter: RateLimiter) => publication.listener(limiter),
+    /** CRL and OCSP services and their cache coherence (tests, health). */
+    publishing: publication,
     /** Authorities changed (drops this instance's caches and NOTIFYs the others). */
     authoritiesChanged: registry.changed,
 

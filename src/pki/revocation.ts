@@ -62,7 +62,13 @@ export function normaliseFingerprint(value: unknown): string {
 const actorOf = (c: Caller) => (c.kind === 'principal' ? c.principal.entityId : c.entityId);
 const viaOf = (c: Caller) => (c.kind === 'principal' ? c.via ?? 'graphql' : c.via);
 
-export function createRevocation(deps: { sql: Sql; hub: NotifyHub; access: PkiAccess; audit: AuditWriter }) {
+/** Told of revocations: written inside a transaction (pending), and committed (before the call returns). */
+export interface RevocationWatcher {
+  pending(issuerIds: Iterable<string>): void;
+  committed(issuerIds: Iterable<string>): void;
+}
+
+export function createRevocation(deps: { sql: Sql; hub: NotifyHub; access: PkiAccess; audit: AuditWriter; published?: RevocationWatcher }) {
   const { sql, hub, access } = deps;
   // This instance's caches of certificate answers (gRPC resolution): told after commit, before the call that
   // revoked returns, so the revoking instance never answers from a stale entry. Other instances hear the NOTIFY.
@@ -71,6 +77,12 @@ export function createRevocation(deps: { sql: Sql; hub: NotifyHub; access: PkiAc
     if (entries.length === 0) return;
     const notice = revokedPayload(entries);
     for (const handler of revokedHere) handler(notice);
+  }
+  /** After a revoking transaction committed: publication caches serve again, resolution caches forget. */
+  function committed(entries: rq.LedgerEntry[]): void {
+    if (entries.length === 0) return;
+    deps.published?.committed(entries.map((e) => e.issuerId));
+    announce(entries);
   }
 
   /** Writes ledger entries, credentials, audit events and outbox records for `rows` inside `tx`. */
@@ -83,6 +95,9 @@ export function createRevocation(deps: { sql: Sql; hub: NotifyHub; access: PkiAc
     await insertAuditEvents(tx, entries.map((e) => revocationAudit(e, meta)));
     await cq.insertOutbox(tx, entries.map((e) => revocationOutbox(e, meta.details)));
     await hub.notify(REVOKED_TOPIC, revokedPayload(entries), tx);
+    // Cached CRLs and OCSP answers of these issuers stop serving now; after commit they are dropped again
+    // (committed below, or the NOTIFY for cascades that commit in their caller's transaction).
+    deps.published?.pending(entries.map((e) => e.issuerId));
     return entries;
   }
 
@@ -156,7 +171,7 @@ export function createRevocation(deps: { sql: Sql; hub: NotifyHub; access: PkiAc
         const [entry] = await revokeRows(tx, [revocable], reason, actor, { requestId: caller.requestId, via: viaOf(caller) });
         return { row, entry };
       });
-      if (outcome.entry) announce([outcome.entry]);
+      if (outcome.entry) committed([outcome.entry]);
       if (outcome.entry) {
         const certificate = { ...outcome.row, status: 'revoked' as const, revoked_at: new Date(outcome.entry.revokedAt), revocation_reason: reason };
         return { certificate, reason, actorEntityId: actor, revokedAt: new Date(outcome.entry.revokedAt), idempotentReplay: false };
@@ -179,7 +194,7 @@ export function createRevocation(deps: { sql: Sql; hub: NotifyHub; access: PkiAc
       const entries = await sql.begin(async (tx) => revokeRows(tx, await rq.lockActiveOfEntity(tx, id), reason, actorOf(caller), {
         requestId: caller.requestId, via: viaOf(caller), details: { scope: 'entity' },
       }));
-      announce(entries);
+      committed(entries);
       return entries.length;
     },
 
@@ -218,7 +233,7 @@ export function createRevocation(deps: { sql: Sql; hub: NotifyHub; access: PkiAc
           entries.push(...(await revokeRows(tx, locked, reason, p.entityId, { requestId, via: 'graphql', details: { scope: 'bulk' } })));
         });
         for (const e of entries) revoked.add(e.credentialId);
-        announce(entries);
+        committed(entries);
       }
       for (const item of items) if (item.outcome === 'revoked' && !revoked.has(item.credentialId)) item.outcome = 'already_revoked';
       const complete = rows.length < page.limit;

@@ -1,0 +1,151 @@
+// Scenario: OCSP responses per server CPU-second. The same request mix (32 serials, a quarter revoked,
+// SHA-1 CertIDs as openssl sends them, no nonce) against OpenSSL's own responder (`openssl ocsp -index
+// ... -port`, single-threaded, a new connection per request, signing every answer) and against the
+// service's POST /certs/issuers/:id/ocsp on the management listener (uWS) with a new connection per
+// request; beside them the service with keep-alive, with a fresh nonce per request (signed every time,
+// batched into worker tasks), its node:http publication listener (HTTP/1.0 like openssl's clients), and
+// the floor: the bare uWS handler on new connections. Every client sends its whole request (OpenSSL
+// 3.0's responder spins forever after a client leaves without one). CPU: the server's process tree, plus
+// PostgreSQL for the service. Target: the service on new connections answers at least 3x OpenSSL's
+// responses per CPU-second, or the floor's if that is lower.
+import { execFileSync, spawn } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import { dirname, join } from 'node:path';
+import { adminSession, graphql } from './auth-whoami-anon.js';
+import { startBareServer } from '../lib/bare-server.js';
+import { diffCpuSnapshots, takeCpuSnapshot } from '../lib/cpu.js';
+import { runOcspLoad } from '../lib/ocsp-load.js';
+import { ISSUE, pkiEnv } from '../lib/pki-fixture.js';
+import { startService } from '../lib/service.js';
+
+const SERIALS = 32;
+const CONNECTIONS = 16;
+
+const ssl = (/** @type {string[]} */ args) => execFileSync('openssl', args, { stdio: 'pipe' });
+
+function freePort() {
+  return new Promise((resolve) => {
+    const s = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = /** @type {net.AddressInfo} */ (s.address());
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitForPort(/** @type {number} */ port) {
+  for (let i = 0; i < 100; i++) {
+    const ok = await new Promise((resolve) => {
+      const c = net.connect(port, '127.0.0.1', () => {
+        // Send something whole: openssl's responder must never see a connection that says nothing.
+        c.end('GET / HTTP/1.0\r\n\r\n');
+        resolve(true);
+      });
+      c.on('error', () => resolve(false));
+    });
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`nothing listens on ${port}`);
+}
+
+const opensslTime = (/** @type {Date} */ d) => `${d.toISOString().replace(/[-:T]/g, '').slice(2, 14)}Z`;
+
+/** One load against `pid` on `port`: responses, CPU seconds of the server (and PostgreSQL when asked). */
+async function measure(label, pid, port, path, requests, opts, ctx) {
+  let before;
+  let after;
+  const roots = (/** @type {number} */ gen) => ({ server: pid, generator: gen });
+  const result = await runOcspLoad({
+    port, path, requests, mode: opts.mode, nonce: opts.nonce ?? false, anyAnswer: opts.anyAnswer ?? false, http: opts.http ?? '1.1', connections: CONNECTIONS,
+    warmupSeconds: ctx.warmupSeconds, durationSeconds: ctx.durationSeconds,
+    onWindowStart: (gen) => { before = takeCpuSnapshot(roots(gen), { includePostgres: !!opts.postgres }); },
+    onWindowEnd: (gen) => { after = takeCpuSnapshot(roots(gen), { includePostgres: !!opts.postgres }); },
+  });
+  const cpu = diffCpuSnapshots(before, after);
+  // PostgreSQL is every postgres process on the machine (other work on the cluster lands there too):
+  // shown apart, and added for the service as DESIGN.md counts it.
+  const pgCpu = opts.postgres ? cpu.cpuSeconds.postgres ?? 0 : 0;
+  const serverCpu = cpu.cpuSeconds.server + pgCpu;
+  const row = {
+    label, ...result, serverCpuSeconds: serverCpu, processCpuSeconds: cpu.cpuSeconds.server, pgCpuSeconds: pgCpu,
+    generatorCpu: cpu.cpuSeconds.generator / cpu.wallSeconds, otherCpuSeconds: cpu.otherCpuSeconds,
+    perCpuSecond: result.requests / Math.max(1e-9, serverCpu), perProcessCpuSecond: result.requests / Math.max(1e-9, cpu.cpuSeconds.server),
+    cpuUsPerResponse: (serverCpu / Math.max(1, result.requests)) * 1e6,
+  };
+  console.error(`bench: pki-ocsp ${label}: ${Math.round(row.reqPerSec)}/s, ${Math.round(row.perCpuSecond)} per server CPU-s (${row.cpuUsPerResponse.toFixed(1)} µs; process alone ${Math.round(row.perProcessCpuSecond)}/CPU-s, pg ${pgCpu.toFixed(2)} s), p50 ${row.p50Us} µs, p99 ${row.p99Us} µs, ${row.errors} errors, gen cpu ${row.generatorCpu.toFixed(2)}, other cpu ${row.otherCpuSeconds.toFixed(1)} s`);
+  return row;
+}
+
+export default {
+  name: 'pki-ocsp',
+  description: 'OCSP responses per server CPU-second: the service (new connection per request; keep-alive, nonce, HTTP/1.0 listener beside) vs openssl ocsp -index -port vs the bare uWS floor',
+  server: 'none',
+  async run(ctx) {
+    const env = { ...pkiEnv('encrypted_database'), SVC_PKI_PUBLICATION_ADDR: '127.0.0.1:0', SVC_LOG_LEVEL: 'info' };
+    const dir = dirname(env.SVC_PKI_ROOT_CERT_PATH);
+    const f = (/** @type {string} */ n) => join(dir, n);
+    const service = await startService({ env });
+    const bare = await startBareServer();
+    /** @type {import('node:child_process').ChildProcess | null} */
+    let responder = null;
+    try {
+      // Leaves from the service (a tenant intermediate signs them), a quarter revoked.
+      const http = service.ports.http;
+      const token = await adminSession(http);
+      const tenant = (await graphql(http, 'mutation { createTenant(input: {name: "bench-ocsp"}) { id } }', {}, token)).createTenant.id;
+      const device = (await graphql(http, 'mutation ($t: ID!) { createEntity(input: {kind: device, name: "d", tenantId: $t}) { id } }', { t: tenant }, token)).createEntity.id;
+      const csrPem = readFileSync(f('leaf.csr'), 'utf8');
+      const ISSUE_PEM = ISSUE.replace('certificate { credentialId serialNumber }', 'chainPem certificate { credentialId serialNumber issuerId certificatePem }');
+      const leaves = [];
+      for (let i = 0; i < SERIALS; i++) {
+        const out = (await graphql(http, ISSUE_PEM, { i: { entityId: device, csrPem, idempotencyKey: `ocsp-${i}` } }, token)).issueCertificateFromCsrV2;
+        leaves.push({ ...out.certificate, chainPem: out.chainPem });
+      }
+      for (const leaf of leaves.slice(0, SERIALS / 4)) {
+        await graphql(http, 'mutation ($i: RevokeCertificateV2Input!) { revokeCertificateV2(input: $i) { revokedAt } }', { i: { credentialId: leaf.credentialId, reason: 'key_compromise' } }, token);
+      }
+      const issuerId = leaves[0].issuerId;
+      writeFileSync(f('ocsp-issuer.pem'), /** @type {string} */ (leaves[0].chainPem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----\n?/)?.[0]));
+      const ours = leaves.map((leaf, i) => {
+        writeFileSync(f(`ocsp-leaf-${i}.pem`), leaf.certificatePem);
+        ssl(['ocsp', '-issuer', f('ocsp-issuer.pem'), '-cert', f(`ocsp-leaf-${i}.pem`), '-no_nonce', '-reqout', f('ocsp-req.der')]);
+        return readFileSync(f('ocsp-req.der')).toString('base64');
+      });
+
+      // OpenSSL's responder: the same serials and states in an index, signing with the platform intermediate (P-256 too).
+      const revokedAt = opensslTime(new Date(Date.now() - 60_000));
+      const notAfter = opensslTime(new Date(Date.now() + 86_400_000 * 30));
+      writeFileSync(f('ocsp-index.txt'), leaves.map((l, i) => `${i < SERIALS / 4 ? 'R' : 'V'}\t${notAfter}\t${i < SERIALS / 4 ? `${revokedAt},keyCompromise` : ''}\t${l.serialNumber.toUpperCase()}\tunknown\t/CN=d${i}\n`).join(''));
+      const theirs = leaves.map((l) => {
+        ssl(['ocsp', '-issuer', f('int.pem'), '-serial', `0x${l.serialNumber}`, '-no_nonce', '-reqout', f('ocsp-req.der')]);
+        return readFileSync(f('ocsp-req.der')).toString('base64');
+      });
+      const port = /** @type {number} */ (await freePort());
+      responder = spawn('openssl', ['ocsp', '-index', f('ocsp-index.txt'), '-CA', f('root.pem'), '-rsigner', f('int.pem'), '-rkey', f('int.key'), '-port', String(port), '-nmin', '60', '-ignore_err'], { stdio: 'ignore' });
+      await waitForPort(port);
+
+      const path = `/certs/issuers/${issuerId}/ocsp`;
+      const rows = [];
+      rows.push(await measure('openssl ocsp responder, new connection per request', /** @type {number} */ (responder.pid), port, '/', theirs, { mode: 'close', http: '1.0' }, ctx));
+      rows.push(await measure('floor: bare uWS, new connection per request', bare.pid, bare.ports.http, '/', ours, { mode: 'close', anyAnswer: true }, ctx));
+      rows.push(await measure('service (uWS), new connection per request', service.pid, http, path, ours, { mode: 'close', postgres: true }, ctx));
+      rows.push(await measure('service (uWS), keep-alive', service.pid, http, path, ours, { mode: 'keepalive', postgres: true }, ctx));
+      rows.push(await measure('service (uWS), nonce, new connection per request', service.pid, http, path, ours, { mode: 'close', nonce: true, postgres: true }, ctx));
+      rows.push(await measure('service (uWS), nonce, keep-alive', service.pid, http, path, ours, { mode: 'keepalive', nonce: true, postgres: true }, ctx));
+      rows.push(await measure('service (node:http listener, HTTP/1.0), new connection per request', service.pid, service.ports.pki_publication, path, ours, { mode: 'close', http: '1.0', postgres: true }, ctx));
+      const [openssl, floor, main] = rows;
+      const goal = Math.min(3 * openssl.perCpuSecond, floor.perCpuSecond);
+      console.error(`bench: pki-ocsp: service ${Math.round(main.perCpuSecond)}/CPU-s vs openssl ${Math.round(openssl.perCpuSecond)}/CPU-s = ${(main.perCpuSecond / openssl.perCpuSecond).toFixed(2)}x; floor ${Math.round(floor.perCpuSecond)}/CPU-s; target min(3x openssl, floor) = ${Math.round(goal)}: ${main.perCpuSecond >= goal ? 'met' : 'missed'}`);
+      return {
+        requests: main.requests, wallSeconds: main.wallSeconds, p50Us: main.p50Us, p99Us: main.p99Us, maxUs: main.maxUs, errors: main.errors,
+        serverCpuSeconds: main.serverCpuSeconds, rows, ratioToOpenssl: main.perCpuSecond / openssl.perCpuSecond, ratioToFloor: main.perCpuSecond / floor.perCpuSecond,
+        targetPerCpuSecond: goal, met: main.perCpuSecond >= goal,
+      };
+    } finally {
+      responder?.kill('SIGKILL');
+      await bare.stop();
+      await service.stop();
+    }
+  },
+};
