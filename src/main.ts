@@ -208,7 +208,7 @@ export async function startService(env: Record<string, string | undefined>, opti
       closers.push({ name: 'pki lifecycle sweeper', close: () => sweeper.stop() });
     }
     if (config.pki.outbox.webhookUrl || config.pki.outbox.notifyChannel) {
-      const relay = createOutboxRelay({ sql, log: log.child({ component: 'pki-outbox' }), settings: config.pki.outbox });
+      const relay = createOutboxRelay({ url, sql, log: log.child({ component: 'pki-outbox' }), settings: config.pki.outbox });
       relay.start();
       closers.push({ name: 'pki outbox relay', close: () => relay.stop() });
     }

@@ -15,6 +15,7 @@ import { ISSUE_CSR, RENEW_CSR, REVOKE, makeCaFiles, opensslCsr } from '../helper
 import { startTestService, testLogger, type TestService } from '../helpers/service.js';
 import { sleep, waitUntil } from '../helpers/wait.js';
 import { createLifecycleSweeper } from '../../src/pki/lifecycle/sweeper.js';
+import { createOutboxRelay } from '../../src/pki/outbox/relay.js';
 
 let n = 0;
 async function issueSome(ts: TestService, ca: ReturnType<typeof makeCaFiles>, count: number, tenantName = `t${n}`): Promise<string[]> {
@@ -180,4 +181,52 @@ t.test('two relays on one database deliver each record once', async (t) => {
   const ids = hook.received.map((r) => JSON.parse(r.body).id);
   t.ok(ids.length >= 6);
   t.equal(new Set(ids).size, ids.length, 'no duplicates: one relay at a time');
+});
+
+t.test('a relay pass keeps no transaction open across a webhook call; a relay whose lock connection dies is taken over', async (t) => {
+  const ts = await startTestService(t, { ...AUTH_ENV });
+  await ts.service.sql`insert into event_outbox (event, payload) values ('test.first', '{"n": 1}'), ('test.second', '{"n": 2}')`;
+  // A receiver that holds the first call until told to answer.
+  const bodies: string[] = [];
+  let answer: () => void = () => undefined;
+  const held = new Promise<void>((resolve) => (answer = resolve));
+  const server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => (body += c));
+    req.on('end', () => {
+      bodies.push(body);
+      void held.then(() => res.writeHead(200).end());
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise((resolve) => server.close(resolve)));
+  const settings = {
+    webhookUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`, webhookSecret: SECRET, webhookTimeoutMs: 10_000,
+    pollIntervalMs: 60_000, batchSize: 10, retryBaseMs: 100, retryMaxMs: 1000, retentionSecs: 3600,
+  };
+  const relay = (name: string) => {
+    const r = createOutboxRelay({ url: ts.db.url, sql: ts.service.sql, log: testLogger(), settings, applicationName: name });
+    t.teardown(() => r.stop());
+    return r;
+  };
+  const a = relay('relay-a');
+  const b = relay('relay-b');
+
+  const passA = a.tick();
+  await waitUntil(() => bodies.length === 1, 5000, 'relay a calls the webhook');
+  const [open] = await ts.service.sql`
+    select count(*)::int as n from pg_stat_activity where datname = current_database() and state like 'idle in transaction%'`;
+  t.equal(open!.n, 0, 'no transaction held open while the webhook answers');
+  t.same(await b.tick(), { ran: false, delivered: 0, failed: 0, pruned: 0 }, 'the other relay skips while a delivers');
+
+  // Relay a's lock connection dies while the webhook answers: a records that delivery, then stops.
+  await ts.service.sql`select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'relay-a' and datname = current_database()`;
+  await sleep(200);
+  answer();
+  t.same(await passA, { ran: true, delivered: 1, failed: 0, pruned: 0 }, 'relay a records the answered delivery and goes no further');
+  t.same(await b.tick(), { ran: true, delivered: 1, failed: 0, pruned: 0 }, 'relay b takes over: the lock went with the connection');
+  t.same(bodies.map((body) => (JSON.parse(body) as { event: string }).event), ['test.first', 'test.second'], 'each once, in order');
+  t.same(await a.tick(), { ran: true, delivered: 0, failed: 0, pruned: 0 }, 'relay a runs again on a new connection');
+  const [pending] = await ts.service.sql`select count(*)::int as n from event_outbox where delivered_at is null`;
+  t.equal(pending!.n, 0);
 });
