@@ -153,11 +153,46 @@ export async function selectIssueContexts(sql: Queryable, keys: IssueContextKey[
   return out;
 }
 
-/** The certificate that replaced `credentialId`, if it was renewed. */
-export async function selectReplacement(sql: Queryable, credentialId: string): Promise<string | undefined> {
-  const [row] = await sql<{ id: string }[]>`
-    select replacement_credential_id as id from certificate_renewals where previous_credential_id = ${credentialId}`;
-  return row?.id;
+export interface RenewContextKey {
+  credentialId: string;
+  operation: IssuanceRecord['operation'];
+  key: string | null;
+}
+
+export interface RenewContext {
+  source: CertificateRow;
+  entity: IssueContext;
+  /** The certificate that replaced the source, when it was renewed already. */
+  replacement_id: string | null;
+}
+
+/**
+ * What a renewal reads before signing, for many at once: the certificate, its entity and tenant, a prior
+ * use of the idempotency key on that certificate, and the certificate that replaced it if any. In the
+ * order asked; null for a credential that is not a certificate.
+ */
+export async function selectRenewContexts(sql: Queryable, keys: RenewContextKey[]): Promise<(RenewContext | null)[]> {
+  const rows = await sql<(CertificateRow & { i: number; kind: IssueContext['kind']; name: string; entity_status: string; deleted: boolean;
+    tenant_status: string | null; prior_hash: string | null; prior_credential_id: string | null; replacement_id: string | null })[]>`
+    select r.i, ${sql.unsafe(COLUMNS)}, e.kind, e.name, e.status as entity_status, e.deleted_at is not null as deleted,
+      t.status as tenant_status, p.request_hash as prior_hash, p.credential_id as prior_credential_id,
+      n.replacement_credential_id as replacement_id
+    from jsonb_to_recordset(${sql.json(keys.map((k, i) => ({ i, ...k })) as never)}) as r(i int, "credentialId" uuid, operation text, key text)
+      join credentials c on c.id = r."credentialId" and c.kind = 'certificate'
+      join entities e on e.id = c.entity_id
+      left join tenants t on t.id = e.tenant_id
+      left join certificate_issuance_requests p on p.scope_id = c.id and p.operation = r.operation and p.idempotency_key = r.key
+      left join certificate_renewals n on n.previous_credential_id = c.id`;
+  const out: (RenewContext | null)[] = keys.map(() => null);
+  for (const row of rows) {
+    const { i, kind, name, entity_status, deleted, tenant_status, prior_hash, prior_credential_id, replacement_id, ...source } = row;
+    out[i] = {
+      source,
+      entity: { id: source.entity_id, kind, name, tenant_id: source.tenant_id, status: entity_status, deleted, tenant_status, prior_hash, prior_credential_id },
+      replacement_id,
+    };
+  }
+  return out;
 }
 
 export interface NewCertificate {

@@ -82,11 +82,10 @@ export function createIssuance(deps: {
     maxBatch: 256, concurrency: 2, run: (keys) => cq.selectIssueContexts(sql, keys),
   });
 
-  async function subject(entityId: string): Promise<SubjectEntity & { tenant_status: string | null }> {
-    const row = await contexts.submit({ entityId, operation: 'issue_csr', key: null });
-    if (!row || row.deleted) throw notFound('entity');
-    return row;
-  }
+  // Likewise for renewals: the certificate, its subject, the key's prior use and any replacement at once.
+  const renewals = createBatcher<cq.RenewContextKey, cq.RenewContext | null>({
+    maxBatch: 256, concurrency: 2, run: (keys) => cq.selectRenewContexts(sql, keys),
+  });
 
   /** The subject must be able to hold a new certificate: active, in an active tenant. */
   function requireUsable(entity: SubjectEntity & { tenant_status: string | null }): void {
@@ -260,22 +259,24 @@ export function createIssuance(deps: {
     const key = idempotencyKey(input.idempotencyKey, true);
     if (input.revokeOld !== undefined && input.revokeOld !== null && typeof input.revokeOld !== 'boolean') throw invalidInput('revokeOld must be a boolean');
     const revokeOld = input.revokeOld === true;
-    const source = await cq.selectCertificate(sql, credentialId);
-    if (!source) throw notFound('certificate');
-    const entity = await subject(source.entity_id);
+    const op: Operation = generated ? 'renew_generated' : 'renew_csr';
+    const context = await renewals.submit({ credentialId, operation: op, key });
+    if (!context) throw notFound('certificate');
+    const { source, entity } = context;
+    if (entity.deleted) throw notFound('entity');
     if (caller.kind === 'principal') {
       await access.requireRotate(caller.principal, entity, source.id);
     } else if (caller.entityId !== entity.id || caller.presentedCredentialId !== source.id) {
       throw forbidden();
     }
-    const op: Operation = generated ? 'renew_generated' : 'renew_csr';
     const hash = requestHash([op, source.id, input.ttlSecs ?? null, generated ? null : typeof input.csrPem === 'string' ? input.csrPem.trim() : null, revokeOld]);
-    const prior = await previous(source.id, op, key, hash);
-    if (prior) return replay(prior, 'certificate.renew_replayed', caller, source.id, entity.tenant_id);
+    if (entity.prior_credential_id) {
+      if (entity.prior_hash !== hash) throw conflict('idempotencyKey was already used for a different request');
+      return replay(entity.prior_credential_id, 'certificate.renew_replayed', caller, source.id, entity.tenant_id);
+    }
     if (source.status === 'revoked') throw invalidInput('certificate is revoked: it cannot be renewed; issue a new one');
     if (caller.kind === 'subject' && source.expires_at.getTime() <= Date.now()) throw invalidInput('certificate has expired: enroll again');
-    const replacement = await cq.selectReplacement(sql, source.id);
-    if (replacement) throw conflict(`certificate already renewed (replaced by ${replacement}): renew the replacement instead`);
+    if (context.replacement_id) throw conflict(`certificate already renewed (replaced by ${context.replacement_id}): renew the replacement instead`);
     requireUsable(entity);
     return build({ caller, op, entity, ttlSecs: input.ttlSecs, csrPem: input.csrPem, key, hash, scopeId: source.id, renewal: { source, revokeOld } });
   }
