@@ -18,6 +18,25 @@ export interface WorkerPool {
   close(): Promise<void>;
 }
 
+const MODULE_HOOK_FLAGS = new Set(['--import', '--require', '-r', '--loader', '--experimental-loader']);
+
+/**
+ * The process's execArgv without module hooks (--import, --require, --loader): worker threads inherit
+ * execArgv, but they run compiled code and need no hooks. A test runner's hooks (tap's ts-node) in a fresh
+ * thread race Node 20's require(esm) against import() of the same module into a fatal abort of the whole
+ * process ("v8::Module::IsGraphAsync must be used on an instantiated module").
+ */
+export function withoutModuleHooks(execArgv: readonly string[]): string[] {
+  const kept: string[] = [];
+  for (let i = 0; i < execArgv.length; i++) {
+    const arg = execArgv[i] as string;
+    const name = arg.split('=', 1)[0] as string;
+    if (!MODULE_HOOK_FLAGS.has(name)) kept.push(arg);
+    else if (name === arg) i++; // the flag's value is the next argument
+  }
+  return kept;
+}
+
 /**
  * `workerData` reaches every thread as node:worker_threads workerData (the CA key backends' settings).
  * `keepThreads`: never retire idle threads. A thread holding a PKCS#11 session cannot close it when piscina
@@ -31,6 +50,7 @@ export function createWorkerPool(options: { threads: number; maxQueue: number; w
     maxQueue: options.maxQueue,
     idleTimeout: 30_000,
     workerData: options.workerData,
+    execArgv: withoutModuleHooks(process.execArgv),
   });
   return {
     async run<T>(task: string, input: unknown, options: { signal?: AbortSignal } = {}): Promise<T> {
