@@ -16,9 +16,13 @@ const backendFailure = (err: unknown) => !isAppError(err) || err.kind === 'UNAVA
 export function createAuthorities(deps: { sql: Sql; access: PkiAccess; provisioning: Provisioning; registry: Registry }) {
   const { sql, access, provisioning } = deps;
 
-  /** Platform authorities are public (the trust bundle publishes them); a tenant's need read on it. */
+  /**
+   * The platform's authorities need platform read; a tenant's need read on it. Their certificates are public
+   * anyway (the trust bundle, and a tenant authority's chain), but not their records: key backend, state,
+   * pending CSRs.
+   */
   async function mayRead(p: Principal, row: q.AuthorityRow): Promise<boolean> {
-    return row.tenant_id === null || access.mayReadTenant(p, row.tenant_id);
+    return row.tenant_id === null ? access.isPlatformReader(p) : access.mayReadTenant(p, row.tenant_id);
   }
 
   async function load(id: unknown): Promise<q.AuthorityRow> {
@@ -49,8 +53,7 @@ export function createAuthorities(deps: { sql: Sql; access: PkiAccess; provision
       }
       const readable = await access.readableTenantIds(p);
       if (readable === null) return q.listAuthorities(sql, undefined, null);
-      const rows = await q.listAuthorities(sql, undefined, readable);
-      return [...(await q.listAuthorities(sql, null, null)), ...rows];
+      return q.listAuthorities(sql, undefined, readable);
     },
 
     async chainPem(row: q.AuthorityRow): Promise<string | null> {

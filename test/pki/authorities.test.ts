@@ -115,13 +115,16 @@ t.test('the authority lifecycle over GraphQL, with its grants', async (t) => {
   const { csrPem } = opensslCsr(ca.dir);
   const oldLeaf = (await ok(ts, admin, ISSUE_CSR, { i: { entityId: device, csrPem, idempotencyKey: 'old' } })).issueCertificateFromCsrV2;
 
-  await t.test('reading: platform authorities are public; a tenant\'s need read on it', async (t) => {
+  await t.test('reading: a tenant\'s authorities need read on it, the platform\'s platform read', async (t) => {
     const mine = (await ok(ts, owner.token, AUTHORITIES, { t: tenantId })).pkiAuthorities as any[];
     t.same(mine.map((a) => a.id), [v1]);
     t.equal((await fails(ts, owner.token, AUTHORITIES, { t: otherTenant }))[0]!.message, 'forbidden');
     const visible = (await ok(ts, owner.token, AUTHORITIES)).pkiAuthorities as any[];
-    t.ok(visible.some((a) => a.id === v1) && visible.some((a) => a.kind === 'root'));
-    t.notOk(visible.some((a) => a.tenantId === otherTenant), "another tenant's authorities are not listed");
+    t.same(visible.map((a) => a.id), [v1], "only the tenant's own: neither the platform's nor another tenant's");
+    const [root] = await ts.service.sql<{ id: string }[]>`select id from pki_authorities where kind = 'root'`;
+    t.equal((await fails(ts, owner.token, AUTHORITY, { id: root!.id }))[0]!.message, 'forbidden', 'the root record needs platform read');
+    const all = (await ok(ts, admin, AUTHORITIES)).pkiAuthorities as any[];
+    t.ok(all.some((a) => a.kind === 'root') && all.some((a) => a.id === v1) && all.some((a) => a.tenantId === otherTenant), 'a platform reader lists every one');
     const [otherCa] = await ts.service.sql<{ id: string }[]>`select id from pki_authorities where tenant_id = ${otherTenant}`;
     t.equal((await fails(ts, owner.token, AUTHORITY, { id: otherCa!.id }))[0]!.message, 'forbidden');
     const one = (await ok(ts, owner.token, AUTHORITY, { id: v1 })).pkiAuthority;
