@@ -1,12 +1,13 @@
 // Publication with the issuers' keys on a SoftHSM2 token (through the test shim, which can make C_Sign
 // fail on demand): openssl's OCSP client sees good, revoked with reason and unknown, with and without a
 // nonce, and reads the CRL; when the PKCS#11 breaker is open fresh signatures fail fast (tryLater, the
-// module not called) while cached answers keep serving until their nextUpdate.
+// module not called) while cached answers keep serving until their nextUpdate, and issuance answers
+// SERVICE_UNAVAILABLE at once, writing nothing.
 import t from 'tap';
 import { AUTH_ENV, adminToken } from '../helpers/auth.js';
-import { createEntity, createTenant } from '../helpers/management.js';
+import { createEntity, createTenant, fails } from '../helpers/management.js';
 import { buildPkcs11Shim } from '../helpers/pkcs11-shim.js';
-import { makeCaFiles } from '../helpers/pki.js';
+import { ISSUE_CSR, makeCaFiles, opensslCsr } from '../helpers/pki.js';
 import { firstPem, issueLeaf, opensslOcsp, revokeLeaf, sh, tempDir } from '../helpers/publication.js';
 import { startTestService } from '../helpers/service.js';
 import { createSoftHsmToken } from '../helpers/softhsm.js';
@@ -68,6 +69,15 @@ t.test('CRL and OCSP signed on a PKCS#11 token', async (t) => {
     const cached = await ocsp({ cert: keptFile }, ['-no_nonce']);
     t.match(cached, /kept\.pem: good/, 'the cached answer is still served');
     t.match(cached, /Response verify OK/);
+
+    const certificates = async () => Number((await ts.service.sql`
+      select count(*) from credentials where entity_id = ${device} and kind = 'certificate'`)[0]!.count);
+    const before = await certificates();
+    const refused = await fails(ts, admin, ISSUE_CSR, { i: { entityId: device, csrPem: opensslCsr(ca.dir).csrPem, idempotencyKey: 'while-open' } });
+    t.equal(refused[0]!.extensions.code, 'SERVICE_UNAVAILABLE', 'issuance answers SERVICE_UNAVAILABLE while the breaker is open');
+    t.match(refused[0]!.message, /circuit breaker open/);
+    t.equal(shim.calls(), calls, 'the module was still not called');
+    t.equal(await certificates(), before, 'nothing written');
     shim.set('pass');
   });
 });
