@@ -1,26 +1,34 @@
 // Issuance from CSRs made by `openssl req`: each leaf verifies with `openssl verify` against the configured
 // root, carries the extensions SPEC.md requires (`openssl x509 -text`), is stored as SPEC.md "Credentials"
 // says, and commits with its audit event and outbox record. Also: a CSR asking CA:TRUE, TTL bounds,
-// idempotent replay, CSR limits and defects, generated keys (flag off and on), global entities.
+// idempotent replay, CSR limits and defects, generated keys (flag off and on), global entities. The first
+// group runs twice: with the issuers' keys encrypted in the database, and on a SoftHSM2 token.
 import { readFileSync } from 'node:fs';
 import t from 'tap';
 import { adminToken, startAuthService } from '../helpers/auth.js';
+import { createSoftHsmToken } from '../helpers/softhsm.js';
 import { createEntity, createTenant, fails, ok } from '../helpers/management.js';
 import {
   ISSUE_CSR, ISSUE_GENERATED, certPublicKey, keyPublicKey, makeCaFiles, opensslCsr, opensslText, opensslVerify, type CsrKey,
 } from '../helpers/pki.js';
 
 const BASE = 'https://ca.example.test';
+// The same checks with the issuers' keys encrypted in the database and on a SoftHSM2 token.
+const token = createSoftHsmToken(t);
 
-t.test('issuance from CSR with real openssl clients', async (t) => {
+for (const backend of ['encrypted_database', 'pkcs11'] as const) t.test(`issuance from CSR with real openssl clients (${backend} keys)`, async (t) => {
   const ca = makeCaFiles(t);
-  const ts = await startAuthService(t, { ...ca.env, SVC_PUBLIC_BASE_URL: BASE, SVC_PKI_ENROLLMENT_MAX_CSR_BYTES: '4096' });
+  const ts = await startAuthService(t, {
+    ...ca.env, ...(backend === 'pkcs11' ? token.env : {}), SVC_PUBLIC_BASE_URL: BASE, SVC_PKI_ENROLLMENT_MAX_CSR_BYTES: '4096',
+  });
   const admin = await adminToken(ts);
   const tenantId = await createTenant(ts, admin, 'acme');
   const deviceId = await createEntity(ts, admin, { kind: 'device', name: 'sensor-1', tenantId });
   const sql = ts.service.sql;
   const [issuer] = await sql<{ id: string }[]>`select id from pki_authorities where tenant_id = ${tenantId} and status = 'active'`;
   t.ok(issuer, 'creating the tenant provisioned its intermediate');
+  const [ref] = await sql<{ key_ref: { backend: string } }[]>`select key_ref from pki_authorities where id = ${issuer!.id}`;
+  t.equal(ref!.key_ref.backend, backend, `the issuer's key is held by ${backend}`);
 
   for (const key of ['ec:P-256', 'ec:P-384', 'rsa:2048', 'ed25519'] as CsrKey[]) {
     await t.test(`a ${key} CSR asking CA:TRUE yields a non-CA client leaf that chains to the root`, async (t) => {
