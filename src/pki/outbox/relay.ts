@@ -13,7 +13,7 @@
 // twice, with the same event id.
 import { createHmac } from 'node:crypto';
 import postgres from 'postgres';
-import type { Queryable, Sql } from '../../db/client.js';
+import type { Sql } from '../../db/client.js';
 import type { Logger } from '../../log.js';
 import * as q from './queries.js';
 
@@ -88,13 +88,13 @@ export function createOutboxRelay(deps: { url: string; sql: Sql; log: Logger; se
 
   const backoff = (attempts: number) => Math.min(s.retryMaxMs, s.retryBaseMs * 2 ** Math.min(attempts, 30));
 
-  async function deliver(conn: Queryable, row: q.OutboxRow): Promise<void> {
+  async function deliver(row: q.OutboxRow): Promise<void> {
     const body = eventBody(row);
     if (s.webhookUrl) await postWebhook(row, body);
-    if (!s.notifyChannel) return q.markDelivered(conn, row.id);
+    if (!s.notifyChannel) return q.markDelivered(sql, row.id);
     // NOTIFY payloads stop at 8000 bytes: a bigger record is announced by reference.
     const note = body.length < 7900 ? body : JSON.stringify({ id: row.id, seq: Number(row.seq), event: row.event, truncated: true });
-    return q.markDeliveredAndNotify(conn, row.id, s.notifyChannel, note);
+    return q.markDeliveredAndNotify(sql, row.id, s.notifyChannel, note);
   }
 
   async function pass(): Promise<Omit<RelayTick, 'ran'>> {
@@ -108,7 +108,7 @@ export function createOutboxRelay(deps: { url: string; sql: Sql; log: Logger; se
         break;
       }
       try {
-        await deliver(sql, row);
+        await deliver(row);
         delivered++;
       } catch (err) {
         const message = err instanceof Error ? (err.name === 'TimeoutError' ? 'webhook timed out' : err.message) : String(err);
