@@ -10,6 +10,7 @@ import { aliasGrpcService, createAliasService } from './aliases/index.js';
 import { authGrpcService, createAuth, createLogMailer, type Auth, type Mailer } from './auth/index.js';
 import { ConfigError, describeConfig, loadConfig, type Addr, type Config } from './config.js';
 import { createGenericPlanPool, createPool, type Sql } from './db/client.js';
+import { scopedPool } from './db/statement-scope.js';
 import { startEmbeddedPostgres } from './db/embedded.js';
 import { migrate, pendingMigrations } from './db/migrate.js';
 import { createNotifyHub, type NotifyHub } from './db/notify-hub.js';
@@ -212,24 +213,29 @@ export async function startService(env: Record<string, string | undefined>, opti
       relay.start();
       closers.push({ name: 'pki outbox relay', close: () => relay.stop() });
     }
-    const profiles = createProfilesService({ sql, authz, audit, lists });
-    const identity = createIdentityService({ sql, authz, audit, invalidate, lists, profiles, certificates: pki.entityHooks });
+    // The management domains get the pool through a statement scope, so a custom endpoint call cut at its
+    // time limit cancels what it still runs there (db/statement-scope.ts). Authentication, authorization,
+    // certificates and messaging keep the bare pool: their caches and batched writes carry other callers'
+    // work, which one call's limit must not cancel.
+    const domainSql = scopedPool(sql);
+    const profiles = createProfilesService({ sql: domainSql, authz, audit, lists });
+    const identity = createIdentityService({ sql: domainSql, authz, audit, invalidate, lists, profiles, certificates: pki.entityHooks });
     const tenants = createTenantsService({
-      sql, authz, audit, invalidate, lists, retentionSecs: config.tenantRetentionSecs, seedTenant: profiles.seedTenant,
+      sql: domainSql, authz, audit, invalidate, lists, retentionSecs: config.tenantRetentionSecs, seedTenant: profiles.seedTenant,
       certificates: pki.tenantHooks,
     });
     const members = createMembersService({
-      sql, authz, audit, tenants, invalidate, lists, mailer,
+      sql: domainSql, authz, audit, tenants, invalidate, lists, mailer,
       invitationExpirySecs: config.auth.invitationExpirySecs, publicBaseUrl: config.publicBaseUrl,
     });
 
-    const resources = createResourceService({ sql, authz, audit, invalidate, lists });
-    const groups = createGroupService({ sql, authz, audit, invalidate, lists });
-    const groupMembership = createMembershipService({ sql, authz, audit, invalidate });
-    const policies = createPolicyServices({ sql, authz, audit, invalidate, lists });
-    const roles = createRoleService({ sql, authz, audit, invalidate, lists });
-    const roleAssignments = createAssignmentService({ sql, authz, audit, invalidate, lists });
-    const auditReader = createAuditReader({ sql, authz, audit, lists });
+    const resources = createResourceService({ sql: domainSql, authz, audit, invalidate, lists });
+    const groups = createGroupService({ sql: domainSql, authz, audit, invalidate, lists });
+    const groupMembership = createMembershipService({ sql: domainSql, authz, audit, invalidate });
+    const policies = createPolicyServices({ sql: domainSql, authz, audit, invalidate, lists });
+    const roles = createRoleService({ sql: domainSql, authz, audit, invalidate, lists });
+    const roleAssignments = createAssignmentService({ sql: domainSql, authz, audit, invalidate, lists });
+    const auditReader = createAuditReader({ sql: domainSql, authz, audit, lists });
     // Custom endpoints run their operations through the executor built below from the schema they extend.
     let graphqlExecutor: GraphqlExecutor | undefined;
     const customEndpoints = createCustomEndpoints({

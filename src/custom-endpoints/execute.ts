@@ -1,8 +1,10 @@
 // Running an endpoint's operation: through the same executor (compiled-query cache) as POST /graphql, as
-// the caller or as the endpoint's service entity, within the time limit; work still pending when the limit
-// passes is abandoned: every resolver that starts afterwards is refused before it does anything.
+// the caller or as the endpoint's service entity, within the time limit. When the limit passes the work is
+// abandoned: its statements running or queued are cancelled (a transaction then rolls back), and every
+// resolver or statement it would start afterwards is refused before it does anything.
 import type { Principal } from '../auth/principal.js';
 import type { Sql } from '../db/client.js';
+import { runInScope, StatementScope } from '../db/statement-scope.js';
 import { AppError, forbidden, invalidInput } from '../errors.js';
 import { GraphqlContext } from '../graphql/context.js';
 import type { GraphqlExecutor } from '../graphql/executor.js';
@@ -65,7 +67,18 @@ export interface ExecuteDeps {
   sql: Sql;
   executor: () => GraphqlExecutor;
   timeoutMs: number;
-  stats: { timeouts: number; refusedAfterTimeout: number };
+  stats: ExecutionStats;
+}
+
+export interface ExecutionStats {
+  /** Calls answered TIMED_OUT. */
+  timeouts: number;
+  /** Resolvers refused because their call had timed out. */
+  refusedAfterTimeout: number;
+  /** Statements of timed-out calls cancelled while running or queued, or refused before being sent. */
+  statementsStopped: number;
+  /** Timed-out calls whose work has since ended (every resolver settled). */
+  abandonedEnded: number;
 }
 
 /**
@@ -83,20 +96,29 @@ export async function servicePrincipal(sql: Sql, route: Route): Promise<Principa
   };
 }
 
-/** The execution's answer, or TIMED_OUT once the limit passes first (the context is then abandoned). */
-function withinLimit(out: Promise<string>, ctx: EndpointContext, deps: ExecuteDeps): Promise<string> {
+/** The execution's answer, or TIMED_OUT once the limit passes first (its work is then abandoned). */
+function withinLimit(out: Promise<string>, ctx: EndpointContext, scope: StatementScope, deps: ExecuteDeps): Promise<string> {
   return new Promise((resolve, reject) => {
+    let timedOut = false;
     const timer = setTimeout(() => {
+      timedOut = true;
       ctx.abandon();
+      scope.abandon();
       deps.stats.timeouts++;
-      // Nobody reads the answer any more; what is in flight ends on its own, nothing new starts.
       reject(new AppError('INVALID_INPUT', TIMED_OUT));
     }, deps.timeoutMs);
-    out.then((text) => {
+    // Runs when the last resolver settles, which after a timeout is when the abandoned work has drained.
+    const ended = () => {
       clearTimeout(timer);
+      scope.close();
+      deps.stats.statementsStopped += scope.stopped;
+      if (timedOut) deps.stats.abandonedEnded++;
+    };
+    out.then((text) => {
+      ended();
       resolve(text);
     }, (err: unknown) => {
-      clearTimeout(timer);
+      ended();
       reject(err);
     });
   });
@@ -107,8 +129,9 @@ export async function executeRoute(deps: ExecuteDeps, route: Route, variables: R
   const ctx = new EndpointContext(request, principal, () => {
     deps.stats.refusedAfterTimeout++;
   });
-  const out = deps.executor().execute({ query: route.graphql, variables, operationName: null }, ctx);
-  const text = typeof out === 'string' ? out : await withinLimit(out, ctx, deps);
+  const scope = new StatementScope(() => invalidInput(TIMED_OUT));
+  const out = runInScope(scope, () => deps.executor().execute({ query: route.graphql, variables, operationName: null }, ctx));
+  const text = typeof out === 'string' ? out : await withinLimit(out, ctx, scope, deps);
   const result = JSON.parse(text) as { data?: unknown; errors?: unknown[] };
   if (result.errors && result.errors.length > 0) return { errors: result.errors };
   return { data: result.data ?? null };

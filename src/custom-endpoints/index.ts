@@ -11,6 +11,7 @@ import type { GraphqlModule } from '../graphql/schema.js';
 import type { RateLimiter } from '../http/rate-limit.js';
 import type { HttpServer } from '../http/server.js';
 import type { Logger } from '../log.js';
+import type { ExecutionStats } from './execute.js';
 import { createExecutionLog, type ExecutionLog } from './execution-log.js';
 import { createRequestSchemas } from './request-schema.js';
 import { customEndpointsGraphqlModule } from './resolvers.js';
@@ -48,8 +49,8 @@ export interface CustomEndpoints {
   registerRoutes(server: HttpServer, deps: { auth: BearerAuthentication; limiter: RateLimiter | undefined }): void;
   readonly router: Router;
   readonly executions: ExecutionLog;
-  /** Calls cut at the time limit, and resolvers refused because their call was cut. */
-  readonly stats: { timeouts: number; refusedAfterTimeout: number };
+  /** Calls cut at the time limit and what was stopped of their work. */
+  readonly stats: ExecutionStats;
   close(): Promise<void>;
 }
 
@@ -57,7 +58,7 @@ export function createCustomEndpoints(deps: CustomEndpointsDeps): CustomEndpoint
   const schemas = createRequestSchemas();
   const router = createRouter({ sql: deps.sql, hub: deps.hub, schemas, log: deps.log });
   const executions = createExecutionLog(deps.sql, { ...deps.logWriter, summaryMaxBytes: deps.settings.logSummaryMaxBytes }, deps.log);
-  const stats = { timeouts: 0, refusedAfterTimeout: 0 };
+  const stats: ExecutionStats = { timeouts: 0, refusedAfterTimeout: 0, statementsStopped: 0, abandonedEnded: 0 };
   const service = createEndpointService({
     sql: deps.sql, authz: deps.authz, audit: deps.audit, lists: deps.lists, schemas, router,
     checkGraphql: (text) => deps.executor().check(text),
