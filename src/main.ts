@@ -189,9 +189,14 @@ export async function startService(env: Record<string, string | undefined>, opti
       await auth.invalidate(toAuthInvalidation(change));
     };
     const lists = config.lists;
+    // The services a custom endpoint call may run get the pool through a statement scope, so a call cut at
+    // its time limit cancels what it still runs there (db/statement-scope.ts). Authentication,
+    // authorization, messaging and the certificate authority's caches and batched writes keep the bare
+    // pool: they carry other callers' work, which one call's limit must not cancel.
+    const domainSql = scopedPool(sql);
     // The certificate authority (issue 25): authorities from configuration, tenant issuers, issuance, revocation.
     const pki = createPki({
-      sql, hub, authz, audit, keys: caKeys, workers, log: log.child({ component: 'pki' }),
+      sql, scopedSql: domainSql, hub, authz, audit, keys: caKeys, workers, log: log.child({ component: 'pki' }),
       settings: {
         publicBaseUrl: config.publicBaseUrl, rootCertPath: config.pki.rootCertPath,
         platformIntermediateCertPath: config.pki.platformIntermediateCertPath, platformIntermediateKeyPath: config.pki.platformIntermediateKeyPath,
@@ -213,11 +218,6 @@ export async function startService(env: Record<string, string | undefined>, opti
       relay.start();
       closers.push({ name: 'pki outbox relay', close: () => relay.stop() });
     }
-    // The management domains get the pool through a statement scope, so a custom endpoint call cut at its
-    // time limit cancels what it still runs there (db/statement-scope.ts). Authentication, authorization,
-    // certificates and messaging keep the bare pool: their caches and batched writes carry other callers'
-    // work, which one call's limit must not cancel.
-    const domainSql = scopedPool(sql);
     const profiles = createProfilesService({ sql: domainSql, authz, audit, lists });
     const identity = createIdentityService({ sql: domainSql, authz, audit, invalidate, lists, profiles, certificates: pki.entityHooks });
     const tenants = createTenantsService({

@@ -76,6 +76,19 @@ export function runInScope<T>(scope: StatementScope, fn: () => T): T {
   return scopes.run(scope, fn);
 }
 
+/** The scope the calling work runs in, if any (for work handed to a queue shared between callers). */
+export function currentScope(): StatementScope | undefined {
+  return scopes.getStore();
+}
+
+/**
+ * Runs fn outside any scope: work shared between callers (a batch gathered from several, a load others
+ * wait for) must not be cancelled because the call that happened to start it was abandoned.
+ */
+export function outsideScopes<T>(fn: () => T): T {
+  return scopes.exit(fn);
+}
+
 function watch<Q extends TrackedQuery>(query: Q): Q {
   const scope = scopes.getStore();
   return scope ? scope.watch(query) : query;

@@ -1,6 +1,9 @@
 // Group commit (and grouped reads) for certificate work: what arrives while a batch is in the database goes
 // into the next one, so under load many issuances share one statement and under light load each goes at
 // once. A batch that fails is retried item by item, so one bad item fails alone and the others succeed.
+// A batch carries several callers' work, so it runs outside any statement scope; an item whose caller's
+// scope was abandoned (a custom endpoint call past its time limit) before its batch started is refused.
+import { currentScope, outsideScopes, type StatementScope } from '../db/statement-scope.js';
 
 export interface Batcher<I, O> {
   submit(item: I): Promise<O>;
@@ -9,6 +12,7 @@ export interface Batcher<I, O> {
 
 interface Pending<I, O> {
   item: I;
+  scope: StatementScope | undefined;
   resolve(value: O): void;
   reject(err: unknown): void;
 }
@@ -46,12 +50,25 @@ export function createBatcher<I, O>(options: { maxBatch: number; concurrency: nu
     }
   }
 
+  /** Whether the item may still run; refused (rejected) when its caller's work was abandoned meanwhile. */
+  function wanted(p: Pending<I, O>): boolean {
+    if (!p.scope?.abandoned) return true;
+    try {
+      p.scope.refuse();
+    } catch (err) {
+      p.reject(err);
+    }
+    return false;
+  }
+
   function pump(): void {
     while (inFlight < options.concurrency && queue.length > 0) {
-      const batch = queue.length <= options.maxBatch ? queue : queue.slice(0, options.maxBatch);
+      const taken = queue.length <= options.maxBatch ? queue : queue.slice(0, options.maxBatch);
       queue = queue.length <= options.maxBatch ? [] : queue.slice(options.maxBatch);
+      const batch = taken.filter(wanted);
+      if (batch.length === 0) continue;
       inFlight++;
-      void runBatch(batch).finally(() => {
+      void outsideScopes(() => runBatch(batch)).finally(() => {
         inFlight--;
         pump();
       });
@@ -61,7 +78,7 @@ export function createBatcher<I, O>(options: { maxBatch: number; concurrency: nu
   return {
     submit(item: I): Promise<O> {
       return new Promise<O>((resolve, reject) => {
-        queue.push({ item, resolve, reject });
+        queue.push({ item, scope: currentScope(), resolve, reject });
         // A microtask later, so the callers of this tick join the same batch.
         if (queue.length === 1) queueMicrotask(pump);
       });

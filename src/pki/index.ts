@@ -65,6 +65,12 @@ export interface PkiSettings {
 
 export interface PkiDeps {
   sql: Sql;
+  /**
+   * The same pool through a statement scope (db/statement-scope.ts), for the services a custom endpoint
+   * call may run and abandon: issuance, revocation, profiles, authorities. Registry, publication and the
+   * batched writes keep `sql`: what they load or write is shared between callers. Defaults to `sql`.
+   */
+  scopedSql?: Sql;
   hub: NotifyHub;
   authz: Authz;
   audit: AuditWriter;
@@ -77,6 +83,7 @@ export interface PkiDeps {
 
 export function createPki(deps: PkiDeps) {
   const { sql, hub, authz, audit, log, settings } = deps;
+  const scopedSql = deps.scopedSql ?? sql;
   const keys = queuedKeys(deps.keys, { pkcs11InFlight: settings.pkcs11MaxInFlight, maxWaiting: settings.pkcs11MaxInFlight * 128 });
   const access = createPkiAccess({ sql, authz });
   const registry = createRegistry({ sql, hub, log });
@@ -87,14 +94,14 @@ export function createPki(deps: PkiDeps) {
   const writer = createIssuanceWriter({ sql, hub });
   const csrs = createCsrReader({ workers: deps.workers, maxBytes: settings.maxCsrBytes });
   const issuance = createIssuance({
-    sql, keys, registry, provisioning, access, writer, audit, csrs, settings: { generatedKeyIssuance: settings.generatedKeyIssuance },
+    sql: scopedSql, keys, registry, provisioning, access, writer, audit, csrs, settings: { generatedKeyIssuance: settings.generatedKeyIssuance },
   });
   const certificates = createCertificateReads({ sql, access, lists: settings.lists });
   const publication = createPublication({ sql, hub, keys, registry, certificates, log, settings: settings.publication });
   // Revocations move the publication caches of this instance before the revoking call returns.
-  const revocation = createRevocation({ sql, hub, access, audit, published: publication.coherence });
-  const profiles = createProfiles({ sql, access, audit, changed: (id) => registry.changed({ profiles: [id], all: true }) });
-  const authorities = createAuthorities({ sql, access, provisioning, registry });
+  const revocation = createRevocation({ sql: scopedSql, hub, access, audit, published: publication.coherence });
+  const profiles = createProfiles({ sql: scopedSql, access, audit, changed: (id) => registry.changed({ profiles: [id], all: true }) });
+  const authorities = createAuthorities({ sql: scopedSql, access, provisioning, registry });
   let stopping = false;
   let reconciling: Promise<unknown> | undefined;
 

@@ -3,10 +3,39 @@
 // it has running is cancelled (its transaction rolls back) and nothing after it starts.
 // Slow for real: the test holds a lock the operation's first write waits on.
 import postgres from 'postgres';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { adminToken, startAuthService } from '../helpers/auth.js';
 import { waitUntil } from '../helpers/wait.js';
 import { callEndpoint, createEndpoint, executionsOf } from './helpers.js';
+
+/** Holds an exclusive lock on a table from a connection of the test's until release() is called. */
+async function holdLock(t: Test, url: string, table: string): Promise<{ release: () => void; transaction: Promise<unknown> }> {
+  const locker = postgres(url, { max: 1, onnotice: () => undefined });
+  t.teardown(() => locker.end());
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  let locked!: () => void;
+  const lockTaken = new Promise<void>((resolve) => {
+    locked = resolve;
+  });
+  const transaction = locker.begin(async (tx) => {
+    await tx.unsafe(`lock table ${table} in exclusive mode`);
+    locked();
+    await held;
+  });
+  await lockTaken;
+  return { release, transaction };
+}
+
+/** Statements of the service still running that write into the table. */
+async function insertsRunning(ts: Awaited<ReturnType<typeof startAuthService>>, table: string): Promise<number> {
+  const [row] = await ts.service.sql<{ n: number }[]>`
+    select count(*)::int as n from pg_stat_activity
+    where datname = current_database() and pid <> pg_backend_pid() and state = 'active' and query ilike ${`%insert into ${table}%`}`;
+  return row!.n;
+}
 
 t.test('a slow operation is cut at 5 s and its remaining work abandoned', async (t) => {
   const ts = await startAuthService(t);
@@ -19,22 +48,7 @@ t.test('a slow operation is cut at 5 s and its remaining work abandoned', async 
     variablesMapping: { 'a.name': '$body.first', 'b.name': '$body.second' },
   });
 
-  const locker = postgres(ts.db.url, { max: 1, onnotice: () => undefined });
-  t.teardown(() => locker.end());
-  let release!: () => void;
-  const held = new Promise<void>((resolve) => {
-    release = resolve;
-  });
-  let locked!: () => void;
-  const lockTaken = new Promise<void>((resolve) => {
-    locked = resolve;
-  });
-  const transaction = locker.begin(async (tx) => {
-    await tx`lock table tenants in exclusive mode`;
-    locked();
-    await held;
-  });
-  await lockTaken;
+  const { release, transaction } = await holdLock(t, ts.db.url, 'tenants');
 
   const started = Date.now();
   const res = await callEndpoint(ts, '/api/custom/two-tenants', { token: admin, method: 'POST', body: { first: 'slow-first', second: 'slow-second' } });
@@ -44,11 +58,8 @@ t.test('a slow operation is cut at 5 s and its remaining work abandoned', async 
   t.equal(ts.service.customEndpoints.stats.timeouts, 1);
 
   // While the lock is still held, the first field's insert is no longer waiting on it: it was cancelled.
-  const waiting = () => ts.service.sql<{ n: number }[]>`
-    select count(*)::int as n from pg_stat_activity
-    where datname = current_database() and pid <> pg_backend_pid() and query ilike '%insert into tenants%' and state = 'active'`;
   await waitUntil(async () => ts.service.customEndpoints.stats.abandonedEnded === 1, 10_000, 'the abandoned work ended');
-  t.same(await waiting(), [{ n: 0 }], 'no insert of the call still waits on the lock');
+  t.equal(await insertsRunning(ts, 'tenants'), 0, 'no insert of the call still waits on the lock');
   t.ok(ts.service.customEndpoints.stats.statementsStopped >= 1, 'the running statement was stopped');
   release();
   await transaction;
@@ -60,4 +71,24 @@ t.test('a slow operation is cut at 5 s and its remaining work abandoned', async 
   const quick = await callEndpoint(ts, '/api/custom/two-tenants', { token: admin, method: 'POST', body: { first: 'quick-1', second: 'quick-2' } });
   const ids = await ts.service.sql<{ id: string; name: string }[]>`select id, name from tenants where name like 'quick-%' order by name`;
   t.same(quick, { status: 200, body: { a: { id: ids[0]?.id }, b: { id: ids[1]?.id } } }, 'without the lock the same call is served');
+});
+
+t.test('a certificate profile write cut at the limit is rolled back', async (t) => {
+  const ts = await startAuthService(t, { SVC_CUSTOM_ENDPOINT_TIMEOUT_MS: '1000' });
+  const admin = await adminToken(ts);
+  await createEndpoint(ts, {
+    method: 'POST', path: '/api/custom/profile', operationKind: 'mutation',
+    graphql: 'mutation ($i: CreateCertificateProfileInput!) { createCertificateProfile(input: $i) { id } }',
+    variablesMapping: { 'i.name': '$body.name' },
+  });
+  const { release, transaction } = await holdLock(t, ts.db.url, 'certificate_profiles');
+  const res = await callEndpoint(ts, '/api/custom/profile', { token: admin, method: 'POST', body: { name: 'slow-profile' } });
+  t.same(res, { status: 400, body: { error: 'custom endpoint execution timed out' } });
+  await waitUntil(() => ts.service.customEndpoints.stats.abandonedEnded === 1, 10_000, 'the abandoned work ended');
+  t.equal(await insertsRunning(ts, 'certificate_profiles'), 0, 'the insert no longer waits on the lock');
+  release();
+  await transaction;
+  t.same([...(await ts.service.sql`select id from certificate_profiles where name = 'slow-profile'`)], [], 'no profile written');
+  const quick = await callEndpoint(ts, '/api/custom/profile', { token: admin, method: 'POST', body: { name: 'quick-profile' } });
+  t.equal(quick.status, 200, 'without the lock the same call is served');
 });

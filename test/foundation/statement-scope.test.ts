@@ -3,7 +3,8 @@
 import postgres from 'postgres';
 import t, { type Test } from 'tap';
 import type { Sql } from '../../src/db/client.js';
-import { runInScope, scopedPool, StatementScope } from '../../src/db/statement-scope.js';
+import { currentScope, runInScope, scopedPool, StatementScope } from '../../src/db/statement-scope.js';
+import { createBatcher } from '../../src/pki/batcher.js';
 import { createTestDatabase } from '../helpers/database.js';
 import { sleep, waitUntil } from '../helpers/wait.js';
 
@@ -90,4 +91,27 @@ t.test('abandoning one scope leaves other work alone, and a closed scope tracks 
   scope.close();
   const late = await runInScope(scope, () => sql`select 'after close' as who`);
   t.equal(late[0]!.who, 'after close', 'after close the work runs untracked (timers it left behind)');
+});
+
+t.test('shared batches run outside every scope and skip items whose caller was abandoned', async (t) => {
+  const seen: { items: string[]; inScope: boolean }[] = [];
+  const batcher = createBatcher<string, string>({
+    maxBatch: 10, concurrency: 1,
+    run: async (items) => {
+      seen.push({ items, inScope: currentScope() !== undefined });
+      return items.map((i) => `done ${i}`);
+    },
+  });
+  const kept = newScope();
+  const dropped = newScope();
+  const a = runInScope(kept, () => batcher.submit('a'));
+  const b = runInScope(dropped, () => batcher.submit('b'));
+  const c = batcher.submit('c');
+  dropped.abandon(); // before the batch starts (it starts a microtask later)
+  t.equal(await a, 'done a');
+  await t.rejects(b, { message: REFUSED }, 'the abandoned caller\'s item is refused, not written');
+  t.equal(await c, 'done c');
+  t.same(seen, [{ items: ['a', 'c'], inScope: false }], 'one batch without it, run outside the callers\' scopes');
+  kept.abandon();
+  t.equal(await runInScope(newScope(), () => batcher.submit('d')), 'done d', 'another caller\'s abandonment changes nothing for later work');
 });
