@@ -116,6 +116,11 @@ export async function startService(env: Record<string, string | undefined>, opti
     closers.push({ name: 'database pool', close: () => sql.end({ timeout: 5 }) });
     await migrate(sql, migrationsDir, log);
 
+    // The services a custom endpoint call may run get the pool through a statement scope, so a call cut at
+    // its time limit cancels what it still runs there (db/statement-scope.ts). Token verification,
+    // authorization, messaging and the certificate authority's caches and batched writes keep the bare
+    // pool: they carry other callers' work, which one call's limit must not cancel.
+    const domainSql = scopedPool(sql);
     const hub = createNotifyHub(url, sql, log);
     await hub.start();
     closers.push({ name: 'notify hub', close: () => hub.close() });
@@ -169,7 +174,7 @@ export async function startService(env: Record<string, string | undefined>, opti
     closers.push({ name: 'authz', close: () => authz.close() });
     // Development default: messages are logged; tests pass a capturing mailer, deployments a real one.
     const mailer = options.mailer ?? createLogMailer(log);
-    const auth = createAuth({ sql, hub, audit, authz, config, log, limiter, mailer });
+    const auth = createAuth({ sql, scopedSql: domainSql, hub, audit, authz, config, log, limiter, mailer });
     await auth.init();
     closers.push({ name: 'auth', close: () => auth.close() });
     auth.registerHealth(health);
@@ -189,11 +194,6 @@ export async function startService(env: Record<string, string | undefined>, opti
       await auth.invalidate(toAuthInvalidation(change));
     };
     const lists = config.lists;
-    // The services a custom endpoint call may run get the pool through a statement scope, so a call cut at
-    // its time limit cancels what it still runs there (db/statement-scope.ts). Authentication,
-    // authorization, messaging and the certificate authority's caches and batched writes keep the bare
-    // pool: they carry other callers' work, which one call's limit must not cancel.
-    const domainSql = scopedPool(sql);
     // The certificate authority (issue 25): authorities from configuration, tenant issuers, issuance, revocation.
     const pki = createPki({
       sql, scopedSql: domainSql, hub, authz, audit, keys: caKeys, workers, log: log.child({ component: 'pki' }),

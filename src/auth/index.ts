@@ -97,6 +97,12 @@ export interface AuthDeps {
   log: Logger;
   limiter: RateLimiter;
   mailer?: Mailer;
+  /**
+   * The pool through a statement scope (db/statement-scope.ts) for credential management, which custom
+   * endpoint calls may run and abandon; token verification, sessions and throttles keep `sql`: their
+   * caches and batched writes serve every caller. Defaults to `sql`.
+   */
+  scopedSql?: Sql;
 }
 
 const COOKIE = 'svc_token';
@@ -166,7 +172,7 @@ export function createAuth(deps: AuthDeps): Auth {
   };
   const authority = createCredentialAuthority(authz);
   const credentials = createCredentialService({
-    sql, audit, authz, authority, hash, invalidate: dropLocal,
+    sql: deps.scopedSql ?? sql, audit, authz, authority, hash, invalidate: dropLocal,
     settings: { scrypt: a.scrypt, minPasswordChars: a.minPasswordChars, lists: config.lists },
   });
   const trustedOrigins = new Set([new URL(config.publicBaseUrl).origin, ...config.authRuntime.trustedOrigins.map((o) => new URL(o).origin)]);

@@ -11,7 +11,6 @@ import { callEndpoint, createEndpoint, executionsOf } from './helpers.js';
 /** Holds an exclusive lock on a table from a connection of the test's until release() is called. */
 async function holdLock(t: Test, url: string, table: string): Promise<{ release: () => void; transaction: Promise<unknown> }> {
   const locker = postgres(url, { max: 1, onnotice: () => undefined });
-  t.teardown(() => locker.end());
   let release!: () => void;
   const held = new Promise<void>((resolve) => {
     release = resolve;
@@ -24,6 +23,12 @@ async function holdLock(t: Test, url: string, table: string): Promise<{ release:
     await tx.unsafe(`lock table ${table} in exclusive mode`);
     locked();
     await held;
+  });
+  // A failed assertion must not leave the lock held while the service shuts down.
+  t.teardown(async () => {
+    release();
+    await transaction.catch(() => undefined);
+    await locker.end();
   });
   await lockTaken;
   return { release, transaction };
@@ -73,22 +78,38 @@ t.test('a slow operation is cut at 5 s and its remaining work abandoned', async 
   t.same(quick, { status: 200, body: { a: { id: ids[0]?.id }, b: { id: ids[1]?.id } } }, 'without the lock the same call is served');
 });
 
-t.test('a certificate profile write cut at the limit is rolled back', async (t) => {
-  const ts = await startAuthService(t, { SVC_CUSTOM_ENDPOINT_TIMEOUT_MS: '1000' });
-  const admin = await adminToken(ts);
-  await createEndpoint(ts, {
-    method: 'POST', path: '/api/custom/profile', operationKind: 'mutation',
+// Services beyond the management domains that a call may run: the certificate authority's profiles and
+// credential management. Each write waits on a lock past a 1 s limit, is cancelled, and leaves nothing.
+const writes = [
+  {
+    what: 'a certificate profile', table: 'certificate_profiles', path: '/api/custom/profile',
     graphql: 'mutation ($i: CreateCertificateProfileInput!) { createCertificateProfile(input: $i) { id } }',
     variablesMapping: { 'i.name': '$body.name' },
+    stored: (ts: Awaited<ReturnType<typeof startAuthService>>, name: string) => ts.service.sql`select id from certificate_profiles where name = ${name}`,
+  },
+  {
+    what: 'an access token', table: 'credentials', path: '/api/custom/token',
+    graphql: 'mutation ($i: CreateAccessTokenInput!) { createAccessToken(input: $i) { credentialId } }',
+    variablesMapping: { 'i.name': '$body.name', 'i.scoped': false, 'i.permissions': [] },
+    stored: (ts: Awaited<ReturnType<typeof startAuthService>>, name: string) => ts.service.sql`select id from credentials where name = ${name}`,
+  },
+];
+
+for (const w of writes) {
+  t.test(`${w.what} written by a call cut at the limit is rolled back`, async (t) => {
+    const ts = await startAuthService(t, { SVC_CUSTOM_ENDPOINT_TIMEOUT_MS: '1000' });
+    const admin = await adminToken(ts);
+    await createEndpoint(ts, { method: 'POST', path: w.path, operationKind: 'mutation', graphql: w.graphql, variablesMapping: w.variablesMapping });
+    const { release, transaction } = await holdLock(t, ts.db.url, w.table);
+    const res = await callEndpoint(ts, w.path, { token: admin, method: 'POST', body: { name: 'slow-write' } });
+    t.same(res, { status: 400, body: { error: 'custom endpoint execution timed out' } });
+    await waitUntil(() => ts.service.customEndpoints.stats.abandonedEnded === 1, 10_000, 'the abandoned work ended');
+    t.equal(await insertsRunning(ts, w.table), 0, 'the insert no longer waits on the lock');
+    release();
+    await transaction;
+    t.same([...(await w.stored(ts, 'slow-write'))], [], 'nothing written');
+    const quick = await callEndpoint(ts, w.path, { token: admin, method: 'POST', body: { name: 'quick-write' } });
+    t.equal(quick.status, 200, 'without the lock the same call is served');
+    t.equal((await w.stored(ts, 'quick-write')).length, 1);
   });
-  const { release, transaction } = await holdLock(t, ts.db.url, 'certificate_profiles');
-  const res = await callEndpoint(ts, '/api/custom/profile', { token: admin, method: 'POST', body: { name: 'slow-profile' } });
-  t.same(res, { status: 400, body: { error: 'custom endpoint execution timed out' } });
-  await waitUntil(() => ts.service.customEndpoints.stats.abandonedEnded === 1, 10_000, 'the abandoned work ended');
-  t.equal(await insertsRunning(ts, 'certificate_profiles'), 0, 'the insert no longer waits on the lock');
-  release();
-  await transaction;
-  t.same([...(await ts.service.sql`select id from certificate_profiles where name = 'slow-profile'`)], [], 'no profile written');
-  const quick = await callEndpoint(ts, '/api/custom/profile', { token: admin, method: 'POST', body: { name: 'quick-profile' } });
-  t.equal(quick.status, 200, 'without the lock the same call is served');
-});
+}
