@@ -120,6 +120,7 @@ interface DbErrorLike {
   constraint_name?: string;
   constraint?: string;
   severity?: string;
+  message?: string;
 }
 
 function isDbError(err: unknown): err is DbErrorLike {
@@ -147,8 +148,14 @@ export function toAppError(err: unknown): AppError {
     if (code === '40001' || code === '40P01' || code === '55P03') {
       return new AppError('UNAVAILABLE', 'concurrent update, retry', { cause: err, retryAfterSeconds: 1 });
     }
-    // query_canceled: a statement timeout (the reader's bounds each page) or an operator's cancel.
-    if (code === '57014') return new AppError('UNAVAILABLE', 'query cancelled: it ran longer than the statement timeout allows', { cause: err });
+    // query_canceled: a statement timeout (the reader's bounds each page), or a cancel request (an
+    // operator's, or one meant for an abandoned custom endpoint call's statement that reached the next).
+    if (code === '57014') {
+      if (/statement timeout/.test(err.message ?? '')) {
+        return new AppError('UNAVAILABLE', 'query cancelled: it ran longer than the statement timeout allows', { cause: err });
+      }
+      return new AppError('UNAVAILABLE', 'query cancelled before it finished; retry', { cause: err, retryAfterSeconds: 1 });
+    }
     if (CONNECTION_CODES.has(code) || code.startsWith('08') || code === '57P01' || code === '57P03') {
       return new AppError('UNAVAILABLE', 'database unavailable', { cause: err, retryAfterSeconds: 1 });
     }

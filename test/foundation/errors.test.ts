@@ -14,6 +14,11 @@ t.test('database errors translate by SQLSTATE and constraint name', async (t) =>
   t.same([toAppError({ code: '22001', severity: 'ERROR' }).kind, toAppError({ code: '22001', severity: 'ERROR' }).message], ['INVALID_INPUT', 'value too long']);
   t.equal(toAppError({ code: 'ECONNREFUSED' }).kind, 'UNAVAILABLE');
   t.equal(toAppError({ code: '57P01', severity: 'FATAL' }).kind, 'UNAVAILABLE');
+  // 57014: a statement timeout (retrying the same query will not help) or a cancel request (it may).
+  const timedOut = toAppError({ code: '57014', severity: 'ERROR', message: 'canceling statement due to statement timeout' });
+  t.same([timedOut.kind, timedOut.message, timedOut.retryAfterSeconds], ['UNAVAILABLE', 'query cancelled: it ran longer than the statement timeout allows', undefined]);
+  const cancelled = toAppError({ code: '57014', severity: 'ERROR', message: 'canceling statement due to user request' });
+  t.same([cancelled.kind, cancelled.message, cancelled.retryAfterSeconds], ['UNAVAILABLE', 'query cancelled before it finished; retry', 1]);
   t.equal(toAppError({ code: '42P01', severity: 'ERROR', message: 'relation "x" does not exist' }).message, 'database error');
 });
 
