@@ -309,7 +309,7 @@ export async function startService(env: Record<string, string | undefined>, opti
     let coapServer: CoapServer | undefined;
     let grpc: GrpcServer | undefined;
     const metrics = config.metricsEnabled ? createMetrics({
-      servers: [http, ingest, reader, brokerAdmin], graphql, authz, messaging, mqtt, coap: () => coapServer, grpc: () => grpc, workers, sql, hub, log,
+      servers: [http, ingest, reader, brokerAdmin], graphql, authz, messaging, mqtt, coap: () => coapServer, grpc: () => grpc, customEndpoints, workers, sql, hub, log,
       pools: [{ pool: 'svc', max: config.database.poolMax }, { pool: 'svc-authz', max: config.authz.dbConnections },
         { pool: 'svc-writer', max: config.messaging.writer.connections }, { pool: 'svc-reader', max: config.messaging.reader.connections }],
     }) : undefined;

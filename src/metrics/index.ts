@@ -4,6 +4,7 @@
 import type { Registry } from 'prom-client';
 import type { AuthzService } from '../authz/index.js';
 import type { CoapServer } from '../coap/index.js';
+import type { CustomEndpoints } from '../custom-endpoints/index.js';
 import type { Sql } from '../db/client.js';
 import type { NotifyHub } from '../db/notify-hub.js';
 import type { GraphqlExecutor } from '../graphql/executor.js';
@@ -15,6 +16,7 @@ import type { MqttBroker } from '../mqtt/index.js';
 import type { WorkerPool } from '../worker-pool.js';
 import { authzMetrics } from './authz.js';
 import { coapMetrics } from './coap.js';
+import { customEndpointMetrics } from './custom-endpoints.js';
 import { databaseMetrics, type PoolLimit } from './database.js';
 import { graphqlMetrics } from './graphql.js';
 import { grpcMetrics } from './grpc.js';
@@ -34,6 +36,7 @@ export interface MetricsSources {
   /** Listeners bound after the metrics are set up: read at scrape time. */
   coap: () => CoapServer | undefined;
   grpc: () => GrpcServer | undefined;
+  customEndpoints: CustomEndpoints;
   workers: WorkerPool;
   sql: Sql;
   hub: NotifyHub;
@@ -58,6 +61,7 @@ export function createMetrics(sources: MetricsSources): Metrics {
   if (sources.mqtt) mqttMetrics(registry, sources.mqtt);
   coapMetrics(registry, sources.coap);
   grpcMetrics(registry, sources.grpc);
+  customEndpointMetrics(registry, sources.customEndpoints);
   workerMetrics(registry, sources.workers);
   databaseMetrics(registry, { sql: sources.sql, hub: sources.hub, pools: sources.pools, log: sources.log });
 

@@ -6,6 +6,7 @@ import postgres from 'postgres';
 import t, { type Test } from 'tap';
 import { adminToken, startAuthService } from '../helpers/auth.js';
 import { waitUntil } from '../helpers/wait.js';
+import { parseExposition } from '../metrics/exposition.js';
 import { callEndpoint, createEndpoint, executionsOf } from './helpers.js';
 
 /** Holds an exclusive lock on a table from a connection of the test's until release() is called. */
@@ -105,6 +106,11 @@ for (const w of writes) {
     t.same(res, { status: 400, body: { error: 'custom endpoint execution timed out' } });
     await waitUntil(() => ts.service.customEndpoints.stats.abandonedEnded === 1, 10_000, 'the abandoned work ended');
     t.equal(await insertsRunning(ts, w.table), 0, 'the insert no longer waits on the lock');
+    await ts.service.customEndpoints.executions.flush();
+    const m = parseExposition(await (await fetch(`${ts.url()}/metrics`)).text());
+    t.equal(m.value('svc_custom_endpoint_timeouts_total'), 1, 'the timeout is counted');
+    t.ok((m.value('svc_custom_endpoint_statements_stopped_total') ?? 0) >= 1, 'and the statement it stopped');
+    t.ok((m.value('svc_custom_endpoint_execution_records_total', { outcome: 'written' }) ?? 0) >= 1, 'its execution record written');
     release();
     await transaction;
     t.same([...(await w.stored(ts, 'slow-write'))], [], 'nothing written');

@@ -32,7 +32,8 @@ t.test('the exposition parses and every family has HELP and TYPE', async (t) => 
   const m = await scrape(ts.url());
   for (const family of ['svc_http_requests_total', 'svc_http_request_duration_seconds', 'svc_graphql_operations_total', 'svc_authz_decisions_total',
     'svc_authz_decision_cache_lookups_total', 'svc_ingest_batch_rows', 'svc_ingest_commit_duration_seconds', 'svc_ingest_queue_depth',
-    'svc_mqtt_connections', 'svc_coap_messages_total', 'svc_grpc_calls_total', 'svc_worker_utilization', 'svc_db_connections',
+    'svc_mqtt_connections', 'svc_coap_messages_total', 'svc_grpc_calls_total', 'svc_custom_endpoint_timeouts_total',
+    'svc_custom_endpoint_statements_stopped_total', 'svc_custom_endpoint_execution_records_total', 'svc_worker_utilization', 'svc_db_connections',
     'svc_notify_reconnects_total', 'process_cpu_seconds_total', 'nodejs_eventloop_lag_seconds']) {
     t.ok(m.families.has(family), `${family} is declared`);
   }
