@@ -147,6 +147,14 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
     batchSize: r.int('SVC_AUDIT_BATCH_SIZE', 500, 1, 100_000),
     flushIntervalMs: r.int('SVC_AUDIT_FLUSH_INTERVAL_MS', 200, 1, 60_000),
     maxQueue: r.int('SVC_AUDIT_MAX_QUEUE', 50_000, 1, 10_000_000),
+    // Deleting old entries is opt-in (the log was kept whole before it existed); the numbers are shown either way.
+    retention: {
+      enabled: r.bool('SVC_AUDIT_RETENTION_ENABLED', false),
+      days: r.int('SVC_AUDIT_RETENTION_DAYS', 365, 1, 36_500),
+      // setInterval's ceiling is 2^31 - 1 ms.
+      cleanupIntervalSecs: r.int('SVC_AUDIT_CLEANUP_INTERVAL_SECS', 86_400, 1, 2_147_483),
+      cleanupBatchSize: r.int('SVC_AUDIT_CLEANUP_BATCH_SIZE', 5000, 1, 100_000),
+    },
   };
 
   const customEndpoints = {

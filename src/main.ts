@@ -9,7 +9,7 @@ import { authzGraphqlModule, authzGrpcService, createAuthz, createCheckRuntime, 
 import { aliasGrpcService, createAliasService } from './aliases/index.js';
 import { authGrpcService, createAuth, createLogMailer, type Auth, type Mailer } from './auth/index.js';
 import { ConfigError, describeConfig, loadConfig, type Addr, type Config } from './config.js';
-import { createGenericPlanPool, createPool, type Sql } from './db/client.js';
+import { createGenericPlanPool, createPool, poolCounts, type Sql } from './db/client.js';
 import { scopedPool } from './db/statement-scope.js';
 import { startEmbeddedPostgres } from './db/embedded.js';
 import { migrate, pendingMigrations } from './db/migrate.js';
@@ -42,7 +42,7 @@ import { createResourceService, resourcesGraphqlModule } from './resources/index
 import { createMessaging, registerLiveRoute, registerPublishRoutes, registerReaderRoutes, type MessagingService } from './messaging/index.js';
 import { createPolicyServices, policiesGraphqlModule } from './policies/index.js';
 import { createAssignmentService, createRoleService, rolesGraphqlModule } from './roles/index.js';
-import { auditGraphqlModule, createAuditReader, registerAuditRoutes } from './audit/index.js';
+import { auditGraphqlModule, createAuditReader, createAuditRetention, registerAuditRoutes, type AuditRetention } from './audit/index.js';
 import type { Invalidation } from './authz/types.js';
 import { createNodeRegistry, registerBrokerAdminRoutes, type NodeRegistry } from './broker/index.js';
 import { createCoapServer, type CoapServer } from './coap/index.js';
@@ -59,6 +59,8 @@ export interface Service {
   sql: Sql;
   hub: NotifyHub;
   audit: AuditWriter;
+  /** Deletes audit entries past SVC_AUDIT_RETENTION_DAYS when enabled (tests call run()). */
+  auditRetention: AuditRetention;
   workers: WorkerPool;
   /** The certificate authority's keys (both backends), signing in the worker pool. */
   caKeys: CaKeys;
@@ -127,6 +129,9 @@ export async function startService(env: Record<string, string | undefined>, opti
 
     const audit = createAuditWriter(sql, config.audit, log);
     closers.push({ name: 'audit writer', close: () => audit.close() });
+    const auditRetention = createAuditRetention(sql, config.audit.retention, log);
+    closers.push({ name: 'audit retention', close: () => auditRetention.close() });
+    auditRetention.start();
 
     const caKeysData = caKeysWorkerData(config.pki);
     const workers = createWorkerPool({ ...config.workers, workerData: { caKeys: caKeysData }, keepThreads: caKeysData.pkcs11 !== null });
@@ -138,29 +143,33 @@ export async function startService(env: Record<string, string | undefined>, opti
     const health = createHealth({ version, revision: config.revision });
     health.register('database', async () => {
       await sql`select 1`;
-      return { status: 'ok' };
+      return { status: 'ok', message: 'reachable' };
     }, { critical: true });
     health.register('migrations', async () => {
       const pending = await pendingMigrations(sql, migrationsDir);
-      return pending.length ? { status: 'error', message: `pending: ${pending.join(', ')}` } : { status: 'ok' };
+      return pending.length ? { status: 'error', message: `pending: ${pending.join(', ')}` } : { status: 'ok', message: 'all applied' };
     }, { critical: true });
     health.register('workers', async () => {
       const r = await workers.run<{ ok: boolean }>('ping', { at: Date.now() });
-      return r.ok ? { status: 'ok' } : { status: 'error', message: 'worker did not answer' };
+      return r.ok ? { status: 'ok', message: `${config.workers.threads} worker threads answering` } : { status: 'error', message: 'worker did not answer' };
     });
     health.register('ca_keys', () => {
       const d = caKeys.describe();
-      return d.status === 'ok' ? { status: 'ok' } : { status: 'degraded', message: String(d.message) };
+      return d.status === 'ok' ? { status: 'ok', message: `new authority keys on ${config.pki.caKeyBackend}` } : { status: 'degraded', message: String(d.message) };
     });
-    health.register('notifications', () => (hub.connected ? { status: 'ok' } : { status: 'degraded', message: 'LISTEN connection down; caches expire by TTL' }));
+    health.register('notifications', () => (hub.connected
+      ? { status: 'ok', message: 'LISTEN connection up' } : { status: 'degraded', message: 'LISTEN connection down; caches expire by TTL' }));
     // Details for platform readers only (GraphQL systemStatus); GET /health shows component states.
-    // postgres.js keeps no minimum, has no acquire timeout and shows no open/idle counts: null, not guessed.
-    health.describe('db_pool', () => ({
-      max_connections: config.database.poolMax, min_connections: 0, acquire_timeout_secs: null, connect_timeout_secs: config.database.connectTimeoutSecs,
-      idle_timeout_secs: config.database.idleTimeoutSecs, max_lifetime_secs: config.database.maxLifetimeSecs, size: null, idle: null,
-    }));
-    // Audit entries are kept until the operator purges them: no retention job runs.
-    health.describe('audit_retention', () => ({ enabled: false, days: null, cleanup_interval_secs: null, cleanup_batch_size: null, last_cleanup: null }));
+    // postgres.js keeps no minimum and has no acquire timeout (null, not guessed); the open and idle
+    // connections are its own counts (patches/postgres+3.4.9.patch), this instance's pool only.
+    health.describe('db_pool', () => {
+      const counts = poolCounts(sql);
+      return {
+        max_connections: config.database.poolMax, min_connections: 0, acquire_timeout_secs: null, connect_timeout_secs: config.database.connectTimeoutSecs,
+        idle_timeout_secs: config.database.idleTimeoutSecs, max_lifetime_secs: config.database.maxLifetimeSecs, size: counts?.size ?? null, idle: counts?.idle ?? null,
+      };
+    });
+    health.describe('audit_retention', () => auditRetention.status());
     health.describe('rate_limits', () => ({
       enabled: config.rateLimits.enabled,
       policies: Object.entries(config.rateLimits.policies).map(([category, p]) => ({ category, max_requests: p.max, window_secs: p.windowSecs })),
@@ -317,6 +326,18 @@ export async function startService(env: Record<string, string | undefined>, opti
     else metrics?.registerRoute(http);
 
     const ports: Service['ports'] = {};
+    // The HTTP API is ready when the service is (upstream's meaning); gRPC when its listener is bound.
+    const where = (addr: NonNullable<Addr>, port: number | undefined) => `${addr.host}:${port ?? addr.port}`;
+    health.derive('http_ready', ({ ready, failing }) => {
+      const addr = config.listeners.http;
+      if (!addr) return { status: 'disabled', message: 'no HTTP API listener (SVC_HTTP_ADDR is off)' };
+      return ready ? { status: 'ok', message: `ready; serving on ${where(addr, ports.http)}` } : { status: 'error', message: `not ready: ${failing.join(', ')} failing` };
+    });
+    health.register('grpc_ready', () => {
+      const addr = config.listeners.grpc;
+      if (!addr) return { status: 'disabled', message: 'no gRPC listener (SVC_GRPC_ADDR is off)' };
+      return ports.grpc === undefined ? { status: 'degraded', message: 'starting' } : { status: 'ok', message: `serving on ${where(addr, ports.grpc)}` };
+    });
     for (const [name, { server, addr }] of servers) {
       ports[name] = await server.listen(addr.host, addr.port);
       closers.push({ name: `${name} listener`, close: () => server.close() });
@@ -400,12 +421,10 @@ export async function startService(env: Record<string, string | undefined>, opti
     }
     await registry.start(b.nodeAddress ?? `${hostname()}:${ports.mqtt ?? ports.broker_admin ?? ports.http ?? 0}`);
     closers.push({ name: 'node registry', close: () => registry.stop() });
-    health.describe('http_ready', () => ports.http !== undefined, { public: true });
-    health.describe('grpc_ready', () => ports.grpc !== undefined, { public: true });
 
     let stopping: Promise<void> | undefined;
     const service: Service = {
-      config, log, sql, hub, audit, workers, caKeys, pki, graphql, authz, auth, limiter, messaging, customEndpoints, registry, mqtt, grpc, metrics, ports,
+      config, log, sql, hub, audit, auditRetention, workers, caKeys, pki, graphql, authz, auth, limiter, messaging, customEndpoints, registry, mqtt, grpc, metrics, ports,
       stop() {
         return (stopping ??= (async () => {
           log.info('stopping: no new connections; finishing requests in flight');

@@ -81,3 +81,36 @@ export function auditInsert(sql: Queryable, events: AuditEvent[]) {
       event text, outcome text, actor_entity_id uuid, tenant_id uuid, target_kind text, target_id text,
       details jsonb, request_id text, created_at timestamptz)`;
 }
+
+// ---- retention (audit/retention.ts) ----
+
+/** The event a retention pass records; the health report reads the latest one. */
+export const RETENTION_EVENT = 'audit.retention_cleanup';
+
+/** Any constant, the same in every instance: one retention batch at a time across the cluster. */
+const RETENTION_LOCK = 'audit:retention';
+
+export async function tryRetentionLock(tx: Queryable): Promise<boolean> {
+  const [row] = await tx<{ ok: boolean }[]>`select pg_try_advisory_xact_lock(hashtextextended(${RETENTION_LOCK}, 0)) as ok`;
+  return row?.ok === true;
+}
+
+/** The oldest entries before the cutoff, at most `limit` (audit_log__created_at, read from its old end). */
+export async function deleteExpiredBatch(tx: Queryable, cutoff: Date, limit: number): Promise<number> {
+  const result = await tx`
+    delete from audit_log where id in (
+      select id from audit_log where created_at < ${cutoff} order by created_at limit ${limit})`;
+  return result.count;
+}
+
+export interface RetentionPass {
+  details: Record<string, unknown>;
+  created_at: Date;
+}
+
+/** The latest retention pass (audit_log__event_created_at). */
+export async function selectLastRetentionPass(sql: Queryable): Promise<RetentionPass | undefined> {
+  const [row] = await sql<RetentionPass[]>`
+    select details, created_at from audit_log where event = ${RETENTION_EVENT} order by created_at desc limit 1`;
+  return row;
+}

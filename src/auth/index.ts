@@ -300,7 +300,7 @@ export function createAuth(deps: AuthDeps): Auth {
           return { status: 'error', message: 'no signing key loaded' };
         }
         return a.keyEncryptionKey
-          ? { status: 'ok' }
+          ? { status: 'ok', message: 'signing keys loaded, sealed with SVC_KEY_ENCRYPTION_KEY' }
           : { status: 'ok', message: 'SVC_KEY_ENCRYPTION_KEY unset: signing keys stored in plaintext' };
       }, { critical: true });
       health.describe('signing_key_state', () => keyring.state());

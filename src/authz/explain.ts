@@ -1,20 +1,24 @@
 // Explain: the same decision as authorize, annotated binding by binding: which blocks matched, which deny
-// won, which scope or condition made a block skip.
+// won, which scope or condition made a block skip. Bindings carry INTERFACES.md's "Explain JSON" shape, as
+// the upstream admin UI reads it: grant_id is the role's id (role grants) or the action's id (capability
+// grants, i.e. direct policies), scope_ref the string its scope_kind names.
 import { conditionsHold, firstFailure, type ConditionInput } from './conditions.js';
 import type { Engine } from './engine.js';
 import { describeScope, scopeContains } from './scope.js';
 import type { AuthorizeRequest } from './types.js';
 
 export interface Binding {
+  /** `<role assignment or direct policy id>:<block id>`, plus `:<action id>` for a capability grant's other actions. */
   id: string;
   block_id: string;
   effect: 'allow' | 'deny';
   grant_kind: 'role' | 'capability';
-  grant_id: string;
+  /** The role's id, or the granted action's id. */
+  grant_id: string | null;
   role_name: string | null;
   role_path: string | null;
   scope_kind: string;
-  scope_ref: Record<string, unknown>;
+  scope_ref: string | null;
   conditions: Record<string, unknown>;
   via: string;
   result: 'matched' | 'skipped';
@@ -50,27 +54,35 @@ export async function explainDecision(engine: Engine, r: AuthorizeRequest): Prom
   const input: ConditionInput = engine.conditionInput(g, r.context);
   const bindings: Binding[] = [];
   const policy = await engine.policyForExplain(g.grants.subject.id);
+  const actionId = (name: string) => catalog.idOf(name);
   for (const block of policy.blocks) {
+    const grants = block.allActions || block.actions.has(r.action);
     let skip: string | null = null;
-    if (!block.allActions && !block.actions.has(r.action)) skip = `block does not grant '${r.action}'`;
+    if (!grants) skip = `block does not grant '${r.action}'`;
     else if (!scopeContains(block, g.facts)) skip = `${block.mode} scope does not contain the object`;
     else if (block.conditions && !conditionsHold(block.conditions, input)) skip = firstFailure(block.conditions, input);
+    const scope = describeScope(block);
     for (const source of block.sources) {
       const rolePath = source.roleName === null ? null : source.via === 'direct' ? `role:${source.roleName}` : `${source.via}/role:${source.roleName}`;
-      bindings.push({
-        id: `${source.grantId}:${block.id}`,
+      const binding = (id: string, grantId: string | null): Binding => ({
+        id,
         block_id: block.id,
         effect: block.effect,
         grant_kind: source.grantKind,
-        grant_id: source.grantId,
+        grant_id: grantId,
         role_name: source.roleName,
         role_path: rolePath,
-        ...describeScope(block),
+        ...scope,
         conditions: block.rawConditions,
         via: source.via,
         result: skip === null ? 'matched' : 'skipped',
         skip_reason: skip,
       });
+      const id = `${source.grantId}:${block.id}`;
+      if (source.grantKind === 'role') bindings.push(binding(id, source.roleId));
+      else if (grants) bindings.push(binding(id, actionId(r.action)));
+      // A capability grant of other actions: one binding per action it grants, so each names its action.
+      else for (const name of [...block.actions].sort()) bindings.push(binding(`${id}:${actionId(name) ?? name}`, actionId(name)));
     }
   }
   const winner = decision.blockIds[0];

@@ -154,14 +154,53 @@ export interface GuardrailDeps {
   recordRejection(check: GrantCheck, entityKind: string, pair: GrantPair, verdict: Verdict): void;
 }
 
-function rejection(entityKind: string, pair: GrantPair, verdict: Verdict): AppError {
-  const target = pair.objectType ?? pair.objectKind;
-  const message = verdict.decision === 'require_override'
+const targetOf = (p: GrantPair) => p.objectType ?? p.objectKind;
+
+function why(verdict: Verdict): string {
+  if (verdict.step === 'default deny') return 'default deny: no rule allows it';
+  const rule = verdict.rule ? ` rule ${verdict.rule.id}` : '';
+  return verdict.decision === 'require_override' ? `${verdict.step}${rule}: needs a platform administrator` : `${verdict.step}${rule}`;
+}
+
+/** How one block's action reached several (kind, type) targets, and how each was judged. */
+interface Expansion {
+  scopeMode: string;
+  objectKind: string | null;
+  judged: { pair: GrantPair; verdict: Verdict; passed: boolean }[];
+}
+
+/**
+ * A platform or tenant scope (or a kind-wide one over several types) grants the action on every target it
+ * applies to, not only the one the operator had in mind: the message names what the scope reached, which
+ * targets the guardrails refused and why, and where the action would be allowed.
+ */
+function explainExpansion(entityKind: string, action: string, e: Expansion): { text: string; details: Record<string, unknown> } {
+  const scope = e.scopeMode === 'platform' || e.scopeMode === 'tenant' ? `the block's ${e.scopeMode} scope` : `the block's ${e.scopeMode} scope on ${String(e.objectKind)}`;
+  const reached = e.judged.map((j) => targetOf(j.pair)).sort();
+  const refused = new Map<string, string[]>();
+  for (const j of e.judged) if (!j.passed) refused.set(why(j.verdict), [...(refused.get(why(j.verdict)) ?? []), targetOf(j.pair)]);
+  const allowed = e.judged.filter((j) => j.passed).map((j) => targetOf(j.pair)).sort();
+  let text = `: ${scope} reaches ${action} on ${reached.join(', ')}; refused for ${entityKind} on `
+    + [...refused].map(([reason, targets]) => `${targets.sort().join(', ')} (${reason})`).join('; ');
+  if (allowed.length) text += `; a ${entityKind} may receive ${action} on ${allowed.join(', ')}: narrow the block's scope to ${allowed.length === 1 ? 'it' : 'one of them'}`;
+  return {
+    text,
+    details: { scope_mode: e.scopeMode, reached, refused: Object.fromEntries([...refused].map(([reason, targets]) => [reason, targets.sort()])), allowed },
+  };
+}
+
+function rejection(entityKind: string, pair: GrantPair, verdict: Verdict, expansion: Expansion | null): AppError {
+  const target = targetOf(pair);
+  const head = verdict.decision === 'require_override'
     ? `guardrail requires override for ${entityKind} receiving ${pair.action} on ${target}`
     : `guardrail rejected ${entityKind} receiving ${pair.action} on ${target}`;
-  return new AppError('INVALID_INPUT', message, {
+  const explained = expansion ? explainExpansion(entityKind, pair.action, expansion) : null;
+  return new AppError('INVALID_INPUT', head + (explained?.text ?? ''), {
     code: GUARDRAIL_CODE,
-    details: { entity_kind: entityKind, action: pair.action, object_kind: pair.objectKind, object_type: pair.objectType, rule: verdict.step },
+    details: {
+      entity_kind: entityKind, action: pair.action, object_kind: pair.objectKind, object_type: pair.objectType, rule: verdict.step,
+      ...(explained ? { expansion: explained.details } : {}),
+    },
   });
 }
 
@@ -195,30 +234,48 @@ export async function checkGrant(sql: Queryable, deps: GuardrailDeps, check: Gra
     specs.push(...rows.map(toSpec));
   }
   const catalog = await deps.catalog(sql);
-  const pairs: GrantPair[] = [];
+  const blocks: { spec: BlockSpec; pairs: GrantPair[] }[] = [];
   for (const spec of specs) {
     const exactType = spec.scopeMode === 'object' && !spec.objectType && spec.objectKind && spec.objectId
       ? await selectObjectType(sql, spec.objectKind, spec.objectId) : null;
-    pairs.push(...pairsOfBlock(spec, catalog, exactType));
+    blocks.push({ spec, pairs: pairsOfBlock(spec, catalog, exactType) });
   }
+  const pairs = blocks.flatMap((b) => b.pairs);
   const result: GuardrailResult = { overrides: [], pairsChecked: 0, entityKinds };
   if (pairs.length === 0 || entityKinds.length === 0) return result;
   const rules = await selectRules(sql, check.tenantId, entityKinds, [...new Set(pairs.map((p) => p.action))]);
   let admin: boolean | undefined;
+  const passes = async (verdict: Verdict) => {
+    if (verdict.decision === 'allow') return true;
+    if (verdict.decision !== 'require_override') return false;
+    admin ??= check.actor ? await deps.isPlatformAdmin(check.actor) : false;
+    return admin;
+  };
   for (const entityKind of entityKinds) {
-    for (const pair of pairs) {
-      result.pairsChecked++;
-      const verdict = evaluateGuardrail(rules, entityKind, pair, check.tenantId);
-      if (verdict.decision === 'allow') continue;
-      if (verdict.decision === 'require_override') {
-        admin ??= check.actor ? await deps.isPlatformAdmin(check.actor) : false;
-        if (admin) {
-          result.overrides.push({ entityKind, action: pair.action, objectKind: pair.objectKind, objectType: pair.objectType, ruleId: verdict.rule?.id ?? null });
+    for (const block of blocks) {
+      for (const pair of block.pairs) {
+        result.pairsChecked++;
+        const verdict = evaluateGuardrail(rules, entityKind, pair, check.tenantId);
+        if (await passes(verdict)) {
+          if (verdict.decision === 'require_override') {
+            result.overrides.push({ entityKind, action: pair.action, objectKind: pair.objectKind, objectType: pair.objectType, ruleId: verdict.rule?.id ?? null });
+          }
           continue;
         }
+        deps.recordRejection(check, entityKind, pair, verdict);
+        // Rejected: when the block's scope reached this target among others, judge them all to explain.
+        const siblings = block.pairs.filter((p) => p.action === pair.action);
+        let expansion: Expansion | null = null;
+        if (siblings.length > 1) {
+          const judged = [];
+          for (const p of siblings) {
+            const v = evaluateGuardrail(rules, entityKind, p, check.tenantId);
+            judged.push({ pair: p, verdict: v, passed: await passes(v) });
+          }
+          expansion = { scopeMode: block.spec.scopeMode, objectKind: block.spec.objectKind ?? null, judged };
+        }
+        throw rejection(entityKind, pair, verdict, expansion);
       }
-      deps.recordRejection(check, entityKind, pair, verdict);
-      throw rejection(entityKind, pair, verdict);
     }
   }
   return result;

@@ -44,13 +44,28 @@ export function scopeContains(s: Scope, o: ObjectFacts): boolean {
   }
 }
 
-/** For explain: a short description of what a scope covers. */
-export function describeScope(s: Scope): { scope_kind: string; scope_ref: Record<string, unknown> } {
-  const ref: Record<string, unknown> = {};
-  if (s.tenantId) ref.tenant_id = s.tenantId;
-  if (s.objectKind) ref.object_kind = s.objectKind;
-  if (s.objectType) ref.object_type = s.objectType;
-  if (s.objectId) ref.object_id = s.objectId;
-  if (s.groupId) ref.group_id = s.groupId;
-  return { scope_kind: s.mode, scope_ref: ref };
+/**
+ * For explain: the scope as the upstream admin UI reads it: scope_kind is the block's mode, scope_ref the one
+ * string that mode names (tenant id, object kind, object type, object id, group id; `<group id>:<object
+ * type or kind>` for the group-contents modes, `<group id>:group` for child and descendant groups); null for
+ * platform. A tenant bound on a kind, type or object scope is not part of it (the block id leads to it).
+ */
+export function describeScope(s: Scope): { scope_kind: string; scope_ref: string | null } {
+  return { scope_kind: s.mode, scope_ref: scopeRef(s) };
+}
+
+function scopeRef(s: Scope): string | null {
+  switch (s.mode) {
+    case 'platform': return null;
+    case 'tenant': return s.tenantId;
+    case 'object_kind': return s.objectKind;
+    case 'object_type': return s.objectType;
+    case 'object': return s.objectId;
+    case 'group': return s.groupId;
+    case 'group_direct_objects':
+    case 'group_descendant_objects': return `${s.groupId}:${s.objectType ?? s.objectKind}`;
+    case 'group_child_groups':
+    case 'group_descendant_groups': return `${s.groupId}:group`;
+    default: return null;
+  }
 }

@@ -21,6 +21,28 @@ export function createPool(url: string, config: Config['database'], log: Logger)
   }) as unknown as Sql;
 }
 
+/** Connections of one pool: open (including those being opened) and idle among them. */
+export interface PoolCounts {
+  size: number;
+  idle: number;
+  /** Queries waiting for a connection. */
+  queued: number;
+}
+
+interface RawCounts { connecting: number; reserved: number; open: number; busy: number; full: number; queued: number }
+
+/**
+ * The pool's own connection counts. postgres.js 3.4.9 has no public API for them; the patch
+ * (patches/postgres+3.4.9.patch) adds `connectionCounts()`. null on an unpatched install: unknown, not 0.
+ */
+export function poolCounts(sql: Sql): PoolCounts | null {
+  const read = (sql as unknown as { connectionCounts?: () => RawCounts }).connectionCounts;
+  if (typeof read !== 'function') return null;
+  const c = read();
+  // reserved: held by a transaction or sql.reserve(); busy/full: running queries (full: pipeline full).
+  return { size: c.connecting + c.reserved + c.open + c.busy + c.full, idle: c.open, queued: c.queued };
+}
+
 export interface GenericPlanPoolOptions {
   /** application_name, so the connections show in pg_stat_activity as their domain's. */
   name: string;

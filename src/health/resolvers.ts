@@ -22,7 +22,12 @@ export function healthGraphqlModule(health: Health, authz: Pick<Authz, 'require'
       Query: {
         systemStatus: authed(async (p) => {
           await authz.require(p, 'manage', PLATFORM);
-          return camel((await health.details()).body);
+          const body = (await health.details()).body;
+          const status = camel(body) as { auditRetention?: Record<string, unknown> };
+          // lastCleanup is JSON: the event's details as recorded (snake_case, as the upstream UI reads them).
+          const retention = body.audit_retention as { last_cleanup?: unknown } | undefined;
+          if (status.auditRetention && retention) status.auditRetention.lastCleanup = retention.last_cleanup ?? null;
+          return status;
         }),
       },
     },

@@ -6,6 +6,12 @@ export interface ComponentCheck {
   message?: string;
 }
 export type Check = () => Promise<ComponentCheck> | ComponentCheck;
+/** The service's readiness as one component: how the other checks came out. */
+export interface Outcome {
+  ready: boolean;
+  /** Critical components in error (the reason the service is not ready). */
+  failing: string[];
+}
 
 export interface HealthReport {
   ready: boolean;
@@ -20,6 +26,11 @@ export interface Health {
    * listener's readiness) also in the anonymous report.
    */
   describe(name: string, facts: () => unknown, options?: { public?: boolean }): void;
+  /**
+   * A component computed from the others' outcome after they ran (the HTTP listener's readiness is the
+   * service's); it does not count towards readiness itself.
+   */
+  derive(name: string, fn: (outcome: Outcome) => ComponentCheck): void;
   /** The anonymous report (GET /health): the overall status and each component's status, nothing else. */
   report(): Promise<HealthReport>;
   /** Everything: components with their messages, every fact, version and revision (GraphQL systemStatus). */
@@ -45,22 +56,31 @@ async function runCheck(check: Check): Promise<ComponentCheck> {
 export function createHealth(build: { version: string; revision: string | null }): Health {
   const checks = new Map<string, { check: Check; critical: boolean }>();
   const facts = new Map<string, { fn: () => unknown; public: boolean }>();
+  const derived = new Map<string, (outcome: Outcome) => ComponentCheck>();
 
   async function run(full: boolean): Promise<HealthReport> {
     const entries = [...checks.entries()];
     const results = await Promise.all(entries.map(([, c]) => runCheck(c.check)));
     const components: Record<string, unknown> = {};
-    let ready = true;
+    // A message can name a migration, a key setting or an internal error: platform readers only.
+    const show = (result: ComponentCheck) => (full ? result : { status: result.status });
     let degraded = false;
+    const failing: string[] = [];
     entries.forEach(([name, c], i) => {
       const result = results[i] as ComponentCheck;
-      // A message can name a migration, a key setting or an internal error: platform readers only.
-      components[name] = full ? result : { status: result.status };
-      if (result.status === 'error' && c.critical) ready = false;
+      components[name] = show(result);
+      if (result.status === 'error' && c.critical) failing.push(name);
       if (result.status === 'error' || result.status === 'degraded') degraded = true;
     });
+    const ready = failing.length === 0;
+    for (const [name, fn] of derived) components[name] = show(fn({ ready, failing }));
     const shown: Record<string, unknown> = {};
-    for (const [name, f] of facts) if (full || f.public) shown[name] = f.fn();
+    const wanted = [...facts].filter(([, f]) => full || f.public);
+    // A fact may be read from the database (the last audit cleanup): it bounds its own wait.
+    const values = await Promise.all(wanted.map(([, f]) => f.fn()));
+    wanted.forEach(([name], i) => {
+      shown[name] = values[i];
+    });
     const status = !ready ? 'error' : degraded ? 'degraded' : 'ok';
     const body = full ? { status, version: build.version, revision: build.revision, ...components, ...shown } : { status, ...components, ...shown };
     return { ready, body };
@@ -72,6 +92,9 @@ export function createHealth(build: { version: string; revision: string | null }
     },
     describe(name, fn, options = {}) {
       facts.set(name, { fn, public: options.public ?? false });
+    },
+    derive(name, fn) {
+      derived.set(name, fn);
     },
     report: () => run(false),
     details: () => run(true),

@@ -71,6 +71,17 @@ export async function selectByIssuerSerial(sql: Queryable, issuerId: string, ser
   return row;
 }
 
+/**
+ * Certificates with this serial, under any issuer or the one given (credentials__certificate_serial); at most
+ * `limit`, in no order (an ORDER BY issuer_id could lead the planner down credentials__certificate_issuer).
+ */
+export async function selectBySerial(sql: Queryable, serial: string, issuerId: string | null, limit: number): Promise<CertificateRow[]> {
+  return sql<CertificateRow[]>`
+    select ${sql.unsafe(COLUMNS)} from credentials c join entities e on e.id = c.entity_id
+    where c.kind = 'certificate' and c.identifier = ${serial} ${issuerId ? sql`and c.issuer_id = ${issuerId}` : sql``}
+    limit ${limit}`;
+}
+
 export interface CertificateFilter {
   entityId?: string;
   tenantId?: string;

@@ -49,6 +49,14 @@ function timestamp(field: string, value: unknown): Date | undefined {
   return at;
 }
 
+/**
+ * Certificates one serial may name: one per issuer (serials are random, so more than one is rare). Bounds
+ * the authorization checks a lookup by serial runs; a collision beyond it is not looked at.
+ */
+const SERIAL_MATCH_LIMIT = 20;
+
+const given = (value: unknown) => value !== undefined && value !== null && value !== '';
+
 export function createCertificateReads(deps: { sql: Sql; access: PkiAccess; lists: { defaultLimit: number; maxLimit: number } }) {
   const { sql, access } = deps;
 
@@ -58,13 +66,50 @@ export function createCertificateReads(deps: { sql: Sql; access: PkiAccess; list
     return row;
   }
 
-  return {
-    async get(p: Principal, credentialId: unknown): Promise<cq.CertificateRow> {
-      const row = await cq.selectCertificate(sql, v.uuid('credentialId', credentialId));
-      if (!row) throw notFound('certificate');
+  async function get(p: Principal, credentialId: unknown): Promise<cq.CertificateRow> {
+    const row = await cq.selectCertificate(sql, v.uuid('credentialId', credentialId));
+    if (!row) throw notFound('certificate');
+    const owner = await entity(row.entity_id);
+    if (!owner || !(await access.mayRead(p, owner, row.id))) throw forbidden();
+    return row;
+  }
+
+  /**
+   * By serial (the upstream UI's entity credentials view), optionally under one issuer: serials are unique
+   * per issuer only. Only certificates the caller may read count: another tenant's is NOT_FOUND, as an
+   * unknown one, and a serial the caller sees under two issuers is refused naming them.
+   */
+  async function bySerial(p: Principal, serialNumber: unknown, issuerArg: unknown): Promise<cq.CertificateRow> {
+    const serial = normaliseSerial(serialNumber);
+    const issuerId = given(issuerArg) ? v.uuid('issuerId', issuerArg) : null;
+    const visible: cq.CertificateRow[] = [];
+    const rows = (await cq.selectBySerial(sql, serial, issuerId, SERIAL_MATCH_LIMIT)).sort((a, b) => a.issuer_id.localeCompare(b.issuer_id));
+    for (const row of rows) {
       const owner = await entity(row.entity_id);
-      if (!owner || !(await access.mayRead(p, owner, row.id))) throw forbidden();
-      return row;
+      if (owner && (await access.mayRead(p, owner, row.id))) visible.push(row);
+    }
+    const [first] = visible;
+    if (!first) throw notFound('certificate');
+    if (visible.length > 1) {
+      throw invalidInput(`serialNumber ${serial} names certificates of ${visible.length} issuers; give issuerId (${visible.map((r) => r.issuer_id).join(' or ')})`);
+    }
+    return first;
+  }
+
+  return {
+    get,
+
+    /** The certificate query: exactly one of credentialId or serialNumber; issuerId narrows a serial. */
+    async find(p: Principal, args: Record<string, unknown>): Promise<cq.CertificateRow> {
+      const byId = given(args.credentialId);
+      const bySerialNumber = given(args.serialNumber);
+      if (byId && bySerialNumber) throw invalidInput('give credentialId or serialNumber, not both');
+      if (byId) {
+        if (given(args.issuerId)) throw invalidInput('issuerId goes with serialNumber, not credentialId');
+        return get(p, args.credentialId);
+      }
+      if (!bySerialNumber) throw invalidInput('credentialId or serialNumber is required');
+      return bySerial(p, args.serialNumber, args.issuerId);
     },
 
     async list(p: Principal, args: Record<string, unknown> & { limit?: number | null; offset?: number | null }) {

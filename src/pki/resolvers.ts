@@ -65,7 +65,7 @@ export function pkiGraphqlModule(s: { authorities: Authorities; profiles: Profil
       Query: {
         pkiAuthority: authed(async (p, a) => authority(await s.authorities.get(p, a.id))),
         pkiAuthorities: authed(async (p, a) => Promise.all((await s.authorities.list(p, a.tenantId)).map(authority))),
-        certificate: authed(async (p, a) => toCertificate(await s.certificates.get(p, a.credentialId))),
+        certificate: authed(async (p, a) => toCertificate(await s.certificates.find(p, a))),
         certificates: authed(async (p, a) => {
           const page = await s.certificates.list(p, a);
           return { total: page.total, items: page.items.map(toCertificate) };

@@ -279,3 +279,19 @@ t.test('on the wire: /atom.v1.CertificateService/<Method> with the contract\'s f
   const revoked = await call('/atom.v1.CertificateService/RevokeEntityCertificates', encode([[1, ids.gsensor!], [2, 'superseded']]), admin);
   t.same(decode(revoked.res), new Map([[1, '2']]), 'revoked = 1, a varint');
 });
+
+t.test('ResolveCertificate (version 1, removed by the spec): UNIMPLEMENTED, whatever it carries', async (t) => {
+  const raw = new grpc.Client(`127.0.0.1:${ts.service.ports.grpc}`, grpc.credentials.createInsecure());
+  t.teardown(() => raw.close());
+  const cert = await issue('sensor');
+  // The upstream V1 request: serial_number = 1, fingerprint_sha256 = 2.
+  for (const [what, body] of [['serial', encode([[1, cert.serialNumber]])], ['fingerprint', encode([[2, cert.fingerprintSha256]])], ['empty', Buffer.alloc(0)]] as const) {
+    const reply = await new Promise<Reply>((resolve) => {
+      const md = new grpc.Metadata();
+      md.set('authorization', `Bearer ${platformAdapter}`);
+      raw.makeUnaryRequest('/atom.v1.CertificateService/ResolveCertificate', (b: Buffer) => b, (b: Buffer) => b, body, md,
+        { deadline: Date.now() + 10_000 }, (err, res) => resolve({ err: err ?? null, res }));
+    });
+    t.equal(reply.err?.code, code('UNIMPLEMENTED'), `${what}: UNIMPLEMENTED, not an answer`);
+  }
+});
