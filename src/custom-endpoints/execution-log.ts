@@ -1,4 +1,4 @@
-// The execution log: one record per call (success, error, denied), redacted (by the
+// The execution log: one record per call of an endpoint (success, error, denied), redacted (by the
 // endpoint's secret plan and by key names) and bounded when recorded, written in batches off the request
 // path the way the audit writer writes (db/batch-writer.ts).
 import { randomUUID } from 'node:crypto';
@@ -8,6 +8,9 @@ import type { Logger } from '../log.js';
 import { insertExecutions, type NewExecution } from './queries.js';
 import { boundedMessage, summaryText } from './redaction.js';
 import { redactResponse, redactVariables, type SecretPlan } from './secrets.js';
+
+/** A record keeps at most this many characters of the path it was called with. */
+export const PATH_MAX_CHARS = 512;
 
 export interface CallRecord {
   endpointId: string | null;
@@ -49,7 +52,7 @@ export function timeOrderedId(ms: number): string {
 
 /** {method, path, variables} as JSON text; the variables are the only part that may need redacting. */
 function requestSummary(call: CallRecord, variables: unknown, maxBytes: number): string {
-  const head = `{"method":${JSON.stringify(call.method)},"path":${JSON.stringify(call.path)},"variables":`;
+  const head = `{"method":${JSON.stringify(call.method)},"path":${JSON.stringify(boundedMessage(call.path, PATH_MAX_CHARS))},"variables":`;
   return `${head}${summaryText(variables, Math.max(64, maxBytes - head.length - 1))}}`;
 }
 

@@ -1,8 +1,8 @@
 // Calls of custom endpoints, `<method> /api/custom/...` on the management listener, in SPEC.md's order:
 // lookup (404), bearer authentication (401), action check (403) before any body is taken; then the body
 // (413, JSON, requestSchema: 400), variables, execution (403 for an unusable service entity, 400 on
-// GraphQL errors or the time limit), response shaping. Every call leaves one execution record, its
-// secrets redacted by the endpoint's secret plan.
+// GraphQL errors or the time limit), response shaping. Every call of an endpoint leaves one execution
+// record, its secrets redacted by the endpoint's secret plan; a request naming no endpoint leaves none.
 import type { BearerAuthentication } from '../auth/bearer.js';
 import { bearerCaller } from '../auth/bearer.js';
 import type { Principal } from '../auth/principal.js';
@@ -14,6 +14,7 @@ import type { RateLimiter } from '../http/rate-limit.js';
 import type { HttpServer } from '../http/server.js';
 import { JSON_HEADERS, errorReply, type HttpReply, type HttpRequest } from '../http/types.js';
 import type { Logger } from '../log.js';
+import { jsonNesting } from '../graphql/limits.js';
 import { utf8Text, wellFormedJson } from '../validate.js';
 import { EXECUTION_FAILED, executeRoute, servicePrincipal, type ExecuteDeps } from './execute.js';
 import type { CallRecord, ExecutionLog } from './execution-log.js';
@@ -33,7 +34,7 @@ export interface CallDeps {
   executions: ExecutionLog;
   sql: Sql;
   executor: () => GraphqlExecutor;
-  settings: { bodyLimitBytes: number; timeoutMs: number };
+  settings: { bodyLimitBytes: number; timeoutMs: number; maxNesting: number };
   stats: ExecuteDeps['stats'];
   log: Logger;
 }
@@ -120,7 +121,8 @@ export function registerCustomEndpointRoutes(server: HttpServer, deps: CallDeps)
     if (wait > 0) return errorReply(rateLimited(wait));
     const path = decodedPath(req.path) ?? req.path;
     const route = router.lookup(req.method, path);
-    if (!route) return refuse(req, notFound(`custom endpoint ${path}`), { endpointId: null, callerEntityId: null, path });
+    // Not a call of any endpoint: nothing is recorded, so anonymous requests cannot grow the log.
+    if (!route) return errorReply(notFound(`custom endpoint ${path}`));
     let pending: Principal | Promise<Principal>;
     try {
       pending = bearerCaller(req.headers, auth);
@@ -143,6 +145,11 @@ export function registerCustomEndpointRoutes(server: HttpServer, deps: CallDeps)
       body = JSON.parse(text);
     } catch (err) {
       throw invalidInput(`custom endpoint request body must be JSON: ${(err as Error).message}`);
+    }
+    // The body becomes GraphQL variables, which may nest no deeper than a /graphql request's; deeper,
+    // the walks after this one (requestSchema, the execution record) would recurse without bound.
+    if (typeof body === 'object' && body !== null && jsonNesting(body, deps.settings.maxNesting) > deps.settings.maxNesting) {
+      throw invalidInput(`custom endpoint request body nests deeper than ${deps.settings.maxNesting} levels`);
     }
     wellFormedJson(text, body, 'custom endpoint request body');
     return body;
