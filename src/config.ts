@@ -162,6 +162,14 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
     timeoutMs: r.int('SVC_CUSTOM_ENDPOINT_TIMEOUT_MS', 5000, 1, 600_000),
     // Each summary of an execution record (request, response) is kept whole up to this size, else cut.
     logSummaryMaxBytes: r.int('SVC_CUSTOM_ENDPOINT_LOG_SUMMARY_MAX_BYTES', 16_384, 256, 1_048_576),
+    // Execution records kept: per endpoint the newest maxPerEndpoint, none older than days; one instance
+    // trims them every intervalSecs, batchSize rows per statement.
+    retention: {
+      days: r.int('SVC_CUSTOM_ENDPOINT_EXECUTION_RETENTION_DAYS', 30, 1, 36_500),
+      maxPerEndpoint: r.int('SVC_CUSTOM_ENDPOINT_EXECUTION_MAX_PER_ENDPOINT', 10_000, 1, 100_000_000),
+      intervalSecs: r.int('SVC_CUSTOM_ENDPOINT_EXECUTION_RETENTION_INTERVAL_SECS', 300, 1, 86_400),
+      batchSize: r.int('SVC_CUSTOM_ENDPOINT_EXECUTION_RETENTION_BATCH_SIZE', 5000, 1, 1_000_000),
+    },
   };
 
   // Authorization engine (issue 3): decision cache bounds, cross-instance staleness cap, check audit.

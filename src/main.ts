@@ -248,7 +248,7 @@ export async function startService(env: Record<string, string | undefined>, opti
     // Custom endpoints run their operations through the executor built below from the schema they extend.
     let graphqlExecutor: GraphqlExecutor | undefined;
     const customEndpoints = createCustomEndpoints({
-      sql, hub, authz, audit, log, lists, settings: config.customEndpoints, logWriter: config.audit,
+      sql, hub, authz, audit, log, lists, settings: config.customEndpoints, maxNesting: config.graphql.maxNesting, logWriter: config.audit,
       executor: () => {
         if (!graphqlExecutor) throw new Error('custom endpoints used before the GraphQL executor exists');
         return graphqlExecutor;

@@ -1,11 +1,16 @@
-// The execution log: one record per call (success, error, denied), redacted and bounded when recorded,
-// written in batches off the request path the way the audit writer writes (db/batch-writer.ts).
+// The execution log: one record per call of an endpoint (success, error, denied), redacted (by the
+// endpoint's secret plan and by key names) and bounded when recorded, written in batches off the request
+// path the way the audit writer writes (db/batch-writer.ts).
 import { randomUUID } from 'node:crypto';
 import { createBatchWriter, type BatchWriter, type BatchWriterOptions } from '../db/batch-writer.js';
 import type { Sql } from '../db/client.js';
 import type { Logger } from '../log.js';
 import { insertExecutions, type NewExecution } from './queries.js';
 import { boundedMessage, summaryText } from './redaction.js';
+import { redactResponse, redactVariables, type SecretPlan } from './secrets.js';
+
+/** A record keeps at most this many characters of the path it was called with. */
+export const PATH_MAX_CHARS = 512;
 
 export interface CallRecord {
   endpointId: string | null;
@@ -20,6 +25,8 @@ export interface CallRecord {
   /** The response's JSON text when the caller has it (saves writing it again). */
   responseText?: string;
   error?: string | null;
+  /** What of the variables and the response is secret (by the endpoint's operation); absent: key names only. */
+  secrets?: SecretPlan;
 }
 
 export interface ExecutionLog {
@@ -44,9 +51,16 @@ export function timeOrderedId(ms: number): string {
 }
 
 /** {method, path, variables} as JSON text; the variables are the only part that may need redacting. */
-function requestSummary(call: CallRecord, maxBytes: number): string {
-  const head = `{"method":${JSON.stringify(call.method)},"path":${JSON.stringify(call.path)},"variables":`;
-  return `${head}${summaryText(call.variables, Math.max(64, maxBytes - head.length - 1))}}`;
+function requestSummary(call: CallRecord, variables: unknown, maxBytes: number): string {
+  const head = `{"method":${JSON.stringify(call.method)},"path":${JSON.stringify(boundedMessage(call.path, PATH_MAX_CHARS))},"variables":`;
+  return `${head}${summaryText(variables, Math.max(64, maxBytes - head.length - 1))}}`;
+}
+
+/** The response a record keeps: the plan's secrets redacted (its JSON text is then no longer the answer's). */
+function responseSummary(call: CallRecord, maxBytes: number): string {
+  if (call.response === undefined) return '{}';
+  const response = call.secrets ? redactResponse(call.secrets, call.response, call.status === 'success') : call.response;
+  return summaryText(response, maxBytes, response === call.response ? call.responseText : undefined);
 }
 
 export function createExecutionLog(sql: Sql, options: BatchWriterOptions & { summaryMaxBytes: number }, log: Logger): ExecutionLog {
@@ -64,8 +78,8 @@ export function createExecutionLog(sql: Sql, options: BatchWriterOptions & { sum
         endpointId: call.endpointId,
         callerEntityId: call.callerEntityId,
         status: call.status,
-        requestSummary: requestSummary(call, options.summaryMaxBytes),
-        responseSummary: call.response === undefined ? '{}' : summaryText(call.response, options.summaryMaxBytes, call.responseText),
+        requestSummary: requestSummary(call, call.secrets ? redactVariables(call.secrets, call.variables) : call.variables, options.summaryMaxBytes),
+        responseSummary: responseSummary(call, options.summaryMaxBytes),
         error: call.error ? boundedMessage(call.error) : null,
         at: new Date(now),
       });

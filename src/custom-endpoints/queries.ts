@@ -168,3 +168,48 @@ export async function liveTenantExists(sql: Queryable, id: string): Promise<bool
   const [row] = await sql`select 1 from tenants where id = ${id} and deleted_at is null`;
   return row !== undefined;
 }
+
+/** One trimmer of execution records across instances: the transaction holding this lock trims. */
+const RETENTION_LOCK = 'custom-endpoints:execution-retention';
+
+export async function tryRetentionLock(tx: Queryable): Promise<boolean> {
+  const [row] = await tx<{ ok: boolean }[]>`select pg_try_advisory_xact_lock(hashtextextended(${RETENTION_LOCK}, 0)) as ok`;
+  return row?.ok === true;
+}
+
+/**
+ * Deletes at most `limit` execution records past the retention: per endpoint, those older than `days`
+ * or beyond its newest `keep`, oldest first, and records of no endpoint (written by earlier versions for
+ * calls that named none). Each endpoint's bound is one row (the older of its age cutoff and its keep-th
+ * newest record), so the index on (endpoint_id, created_at, id) finds what is past it without reading
+ * what is kept. Returns how many were deleted.
+ */
+export async function deleteExpiredExecutions(tx: Queryable, days: number, keep: number, limit: number): Promise<number> {
+  const [row] = await tx<{ n: number }[]>`
+    with cutoff as (select now() - make_interval(days => ${days}) as t),
+    doomed as (
+      (select x.id from api_endpoint_executions x where x.endpoint_id is null limit ${limit})
+      union all
+      (select d.id
+      from api_endpoints e
+      cross join cutoff c
+      left join lateral (
+        select k.created_at, k.id from api_endpoint_executions k
+        where k.endpoint_id = e.id order by k.created_at desc, k.id desc offset ${keep - 1} limit 1
+      ) kth on true
+      cross join lateral (
+        select case when kth.created_at >= c.t then kth.created_at else c.t end as t,
+          case when kth.created_at >= c.t then kth.id else '00000000-0000-0000-0000-000000000000'::uuid end as id
+      ) b
+      cross join lateral (
+        select y.id from api_endpoint_executions y
+        where y.endpoint_id = e.id and (y.created_at, y.id) < (b.t, b.id)
+        order by y.created_at, y.id limit ${limit}
+      ) d
+      limit ${limit})
+    ),
+    -- = any(array): the primary key finds each row (a join would be planned as a scan of the whole table).
+    gone as (delete from api_endpoint_executions x where x.id = any(array(select id from doomed limit ${limit})) returning 1)
+    select count(*)::int as n from gone`;
+  return row?.n ?? 0;
+}

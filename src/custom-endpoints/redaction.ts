@@ -41,14 +41,23 @@ export function redact(value: unknown, depth = 0): unknown {
 // (JSON.stringify writes NUL and lone surrogates as \u escapes, which jsonb refuses).
 const NEEDS_WALK = /password|secret|token|authorization|apikey|api_key|api-key|\\u(?:0000|d[89a-f])/i;
 
+/** The value's JSON text; undefined when it nests too deep for JSON.stringify (redact cuts it first then). */
+function wholeJson(value: unknown): string | undefined {
+  try {
+    return JSON.stringify(value) ?? 'null';
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * The JSON text an execution record keeps of a value: redacted, storable, and at most maxBytes (else a
  * marker with the size and a redacted preview). `text` is the value's JSON when the caller has it
  * already; the value is only walked when that text holds something to redact or to replace.
  */
 export function summaryText(value: unknown, maxBytes: number, text?: string): string {
-  let out = text ?? JSON.stringify(value) ?? 'null';
-  if (NEEDS_WALK.test(out)) out = JSON.stringify(redact(value)) ?? 'null';
+  let out = text ?? wholeJson(value);
+  if (out === undefined || NEEDS_WALK.test(out)) out = JSON.stringify(redact(value)) ?? 'null';
   if (out.length <= maxBytes / 3) return out;
   const bytes = Buffer.byteLength(out);
   if (bytes <= maxBytes) return out;

@@ -1,7 +1,8 @@
 // Calls of custom endpoints, `<method> /api/custom/...` on the management listener, in SPEC.md's order:
 // lookup (404), bearer authentication (401), action check (403) before any body is taken; then the body
 // (413, JSON, requestSchema: 400), variables, execution (403 for an unusable service entity, 400 on
-// GraphQL errors or the time limit), response shaping. Every call leaves one execution record.
+// GraphQL errors or the time limit), response shaping. Every call of an endpoint leaves one execution
+// record, its secrets redacted by the endpoint's secret plan; a request naming no endpoint leaves none.
 import type { BearerAuthentication } from '../auth/bearer.js';
 import { bearerCaller } from '../auth/bearer.js';
 import type { Principal } from '../auth/principal.js';
@@ -13,11 +14,13 @@ import type { RateLimiter } from '../http/rate-limit.js';
 import type { HttpServer } from '../http/server.js';
 import { JSON_HEADERS, errorReply, type HttpReply, type HttpRequest } from '../http/types.js';
 import type { Logger } from '../log.js';
+import { jsonNesting } from '../graphql/limits.js';
 import { utf8Text, wellFormedJson } from '../validate.js';
 import { EXECUTION_FAILED, executeRoute, servicePrincipal, type ExecuteDeps } from './execute.js';
 import type { CallRecord, ExecutionLog } from './execution-log.js';
 import { buildVariables, shapeResponse } from './mapping.js';
 import type { Route, Router } from './router.js';
+import { planSecrets, type SecretPlan } from './secrets.js';
 
 export const CUSTOM_PREFIX = '/api/custom/';
 const CALL_ACTIONS = ['execute', 'manage'] as const;
@@ -31,7 +34,7 @@ export interface CallDeps {
   executions: ExecutionLog;
   sql: Sql;
   executor: () => GraphqlExecutor;
-  settings: { bodyLimitBytes: number; timeoutMs: number };
+  settings: { bodyLimitBytes: number; timeoutMs: number; maxNesting: number };
   stats: ExecuteDeps['stats'];
   log: Logger;
 }
@@ -61,15 +64,27 @@ export function registerCustomEndpointRoutes(server: HttpServer, deps: CallDeps)
   const execDeps: ExecuteDeps = { sql: deps.sql, executor: deps.executor, timeoutMs: deps.settings.timeoutMs, stats: deps.stats };
 
   /** What a refused call's record holds besides its method and error: denied unless a status is given. */
-  type Refused = Pick<CallRecord, 'endpointId' | 'callerEntityId' | 'path'> & Partial<Pick<CallRecord, 'status' | 'variables' | 'response'>>;
+  type Refused = Pick<CallRecord, 'endpointId' | 'callerEntityId' | 'path'> & Partial<Pick<CallRecord, 'status' | 'variables' | 'response' | 'secrets'>>;
 
   /** The error reply of a call, recorded. */
   function refuse(req: HttpRequest, err: AppError, r: Refused): HttpReply {
     executions.record({
       endpointId: r.endpointId, callerEntityId: r.callerEntityId, status: r.status ?? 'denied', method: req.method, path: r.path,
-      variables: r.variables ?? null, response: r.response, error: err.message,
+      variables: r.variables ?? null, response: r.response, error: err.message, secrets: r.secrets,
     });
     return errorReply(err);
+  }
+
+  // Worked out on a route's first call; a changed endpoint is a new route object, so its plan goes with the old one.
+  const plans = new WeakMap<Route, SecretPlan>();
+  function secretsOf(route: Route): SecretPlan {
+    let plan = plans.get(route);
+    if (!plan) {
+      const executor = deps.executor();
+      plan = planSecrets(executor.schema, route.graphql, executor.check(route.graphql).length === 0, route.variables, route.response);
+      plans.set(route, plan);
+    }
+    return plan;
   }
 
   /** execute or manage on the endpoint object, which covers its tenant's (or the platform's) scope too. */
@@ -106,7 +121,8 @@ export function registerCustomEndpointRoutes(server: HttpServer, deps: CallDeps)
     if (wait > 0) return errorReply(rateLimited(wait));
     const path = decodedPath(req.path) ?? req.path;
     const route = router.lookup(req.method, path);
-    if (!route) return refuse(req, notFound(`custom endpoint ${path}`), { endpointId: null, callerEntityId: null, path });
+    // Not a call of any endpoint: nothing is recorded, so anonymous requests cannot grow the log.
+    if (!route) return errorReply(notFound(`custom endpoint ${path}`));
     let pending: Principal | Promise<Principal>;
     try {
       pending = bearerCaller(req.headers, auth);
@@ -130,6 +146,11 @@ export function registerCustomEndpointRoutes(server: HttpServer, deps: CallDeps)
     } catch (err) {
       throw invalidInput(`custom endpoint request body must be JSON: ${(err as Error).message}`);
     }
+    // The body becomes GraphQL variables, which may nest no deeper than a /graphql request's; deeper,
+    // the walks after this one (requestSchema, the execution record) would recurse without bound.
+    if (typeof body === 'object' && body !== null && jsonNesting(body, deps.settings.maxNesting) > deps.settings.maxNesting) {
+      throw invalidInput(`custom endpoint request body nests deeper than ${deps.settings.maxNesting} levels`);
+    }
     wellFormedJson(text, body, 'custom endpoint request body');
     return body;
   }
@@ -137,8 +158,8 @@ export function registerCustomEndpointRoutes(server: HttpServer, deps: CallDeps)
   async function call(req: HttpRequest): Promise<HttpReply> {
     const { route, caller, path } = admitted.get(req) as Admitted;
     admitted.delete(req);
-    const base = { endpointId: route.id, callerEntityId: caller.entityId, path };
-    if (route.refusal) return refuse(req, invalidInput(route.refusal), { ...base, status: 'error' });
+    if (route.refusal) return refuse(req, invalidInput(route.refusal), { endpointId: route.id, callerEntityId: caller.entityId, path, status: 'error' });
+    const base = { endpointId: route.id, callerEntityId: caller.entityId, path, secrets: secretsOf(route) };
     let variables: Record<string, unknown>;
     try {
       const body = parseBody(req);
@@ -170,9 +191,7 @@ export function registerCustomEndpointRoutes(server: HttpServer, deps: CallDeps)
     }
     const shaped = shapeResponse(route.response, outcome.data);
     const text = JSON.stringify(shaped);
-    executions.record({
-      endpointId: route.id, callerEntityId: caller.entityId, status: 'success', method: req.method, path, variables, response: shaped, responseText: text, error: null,
-    });
+    executions.record({ ...base, status: 'success', method: req.method, variables, response: shaped, responseText: text, error: null });
     return reply(200, text);
   }
 
