@@ -242,3 +242,20 @@ t.test('device keys over HTTP: past the address ceiling lookups are held back, o
   t.equal(fresh.status, 202, 'a right key not cached yet is accepted at the held address');
   t.ok(fresh.ms >= 900, `after the hold: ${fresh.ms} ms`);
 });
+
+t.test('enrollment bearer tokens: past the address ceiling unusable tokens are held back, cached ones are not', async (t) => {
+  const enroll = `https://127.0.0.1:${ts.service.ports.enrollment}/pki/enroll`;
+  const post = async (from: string, token: string) => {
+    const started = Date.now();
+    const r = await curl(enroll, serverCert, ['--interface', from, '-X', 'POST', '-H', 'content-type: application/json', '-H', `authorization: Bearer ${token}`, '--data-binary', '{}']);
+    return { status: r.status, ms: Date.now() - started };
+  };
+  for (let i = 0; i < 8; i++) t.equal((await post('127.0.0.60', `svc_${'0'.repeat(32)}_${String(i).padStart(64, '0')}`)).status, 401);
+  const held = await post('127.0.0.60', `svc_${'0'.repeat(32)}_${'9'.repeat(64)}`);
+  t.equal(held.status, 401);
+  t.ok(held.ms >= 900, `a further unusable token from that address is held back: ${held.ms} ms`);
+  // The administrator's session is verified (and cached) already: it reaches the body check at once.
+  const known = await post('127.0.0.60', admin);
+  t.equal(known.status, 400, 'a known token is authenticated (then the empty body is refused)');
+  t.ok(known.ms < 900, `without a hold: ${known.ms} ms`);
+});
