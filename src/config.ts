@@ -115,10 +115,15 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
   const authRuntime = {
     adminEntityId: r.string('SVC_ADMIN_ENTITY_ID', r.optional('ADMIN_ENTITY_ID') ?? '00000000-0000-0000-0000-000000000001'),
     allowUnverifiedEmailLogin: r.bool('SVC_ALLOW_UNVERIFIED_EMAIL_LOGIN', false),
-    // A NAT of many users shares one address: its ceiling counts failures of every identity there
-    // (src/auth/login-throttle.ts); one identity's guesses are slowed per address and overall.
+    // A NAT of many users shares one address: its ceiling counts failures of every identity there and
+    // only holds attempts back (src/auth/login-throttle.ts); one identity's guesses are refused per
+    // address and held back overall.
     loginFailureIpLimit: r.int('SVC_LOGIN_FAILURE_IP_LIMIT', 1000, 1, 1_000_000),
     loginIdentifierFailureLimit: r.int('SVC_LOGIN_IDENTIFIER_FAILURE_LIMIT', 20, 1, 1_000_000),
+    // Identity-wide and address-wide limits hold attempts back, never refuse them: this is the longest hold.
+    loginFailureMaxDelaySecs: r.int('SVC_LOGIN_FAILURE_MAX_DELAY_SECS', 10, 0, 60),
+    // Failed-login counters kept in PostgreSQL; past it the sweep drops those with the fewest failures.
+    loginFailureMaxKeys: r.int('SVC_LOGIN_FAILURE_MAX_KEYS', 200_000, 1000, 100_000_000),
     tokenCacheSize: r.int('SVC_AUTH_TOKEN_CACHE_SIZE', 10_000, 1, 10_000_000),
     tokenCacheTtlSecs: r.int('SVC_AUTH_TOKEN_CACHE_TTL_SECS', 300, 1, 86_400),
     deviceKeyCacheSize: r.int('SVC_DEVICE_KEY_CACHE_SIZE', 100_000, 1, 10_000_000),

@@ -2,7 +2,8 @@
 // authenticated, asks whether an identifier + secret (password or shared key) is valid, without a session
 // being minted. Shared keys are answered from the same device-key cache as MQTT and HTTP publish, tenants
 // from a NOTIFY-dropped cache: a device key presented by its entity UUID costs no query once seen.
-// Attempts go through login's throttle (login-throttle.ts), counted per identity only, and failures are audited.
+// Attempts go through login's throttle (login-throttle.ts) with the client's address (the adapter's peer
+// address for gRPC, the holder's own for EST Basic), and failures are audited.
 import type { AuditWriter } from '../audit/writer.js';
 import type { Sql } from '../db/client.js';
 import { forbidden, invalidInput, unauthenticated } from '../errors.js';
@@ -38,11 +39,14 @@ export type Admit = (caller: Principal, tenantId: string | null) => void | Promi
 /** A credential presented by its own holder (EST Basic): no adapter in between, so nobody to admit. */
 export interface SelfCheck {
   transport: string;
+  /** The holder's address (the enrollment listener's client, resolved through trusted proxies). */
+  ip: string | null;
 }
 
 export interface CredentialCheck {
   /** `checkpoint` throws once the call's deadline passed: the work after it is skipped. */
-  authenticate(req: CredentialRequest, caller: Principal, admit: Admit, checkpoint: () => void): CredentialMatch | Promise<CredentialMatch>;
+  /** `peer`: the adapter's address, counted with the identity (login-throttle.ts `relayed`). */
+  authenticate(req: CredentialRequest, caller: Principal, admit: Admit, checkpoint: () => void, peer: string | null): CredentialMatch | Promise<CredentialMatch>;
   /** The holder itself presents the credential (EST Basic): same checks, throttle and audit, no caller gate. */
   authenticateSelf(req: CredentialRequest, self: SelfCheck): Promise<CredentialMatch>;
 }
@@ -146,7 +150,7 @@ export function createCredentialCheck(deps: {
     };
   }
 
-  async function full(p: Parsed, caller: Principal | null, admit: Admit, checkpoint: () => void, transport = 'grpc'): Promise<CredentialMatch> {
+  async function full(p: Parsed, caller: Principal | null, admit: Admit, checkpoint: () => void, ip: string | null, transport = 'grpc'): Promise<CredentialMatch> {
     const deny = (reason: string, tenantId: string | null, entityId: string | null = null) => denyAs(reason, p, caller, tenantId, entityId, transport);
     const admitCaller = (tenantId: string | null) => (caller === null ? undefined : admit(caller, tenantId));
     let tenant: TenantState | null = null;
@@ -166,9 +170,11 @@ export function createCredentialCheck(deps: {
     }
     checkpoint();
     const subject = await loginSubject(p.identifier, tenant?.id ?? null);
-    // The identity being guessed, as login counts it, so gRPC and login failures add up. No client
-    // address: the caller is an adapter speaking for a whole fleet, whose address must not lock it out.
-    const admission = await throttle.admit({ identity: subject ? subject.id : `${p.kind}:${p.identifier.toLowerCase()}`, ip: null });
+    // The identity being guessed, as login counts it, so gRPC, EST and login failures add up; with the
+    // client's address, so failures from one address never refuse the right secret from another. An
+    // adapter (caller) relays a whole fleet: its address counts per identity, not as one total.
+    const identity = subject ? subject.id : `${p.kind}:${p.identifier.toLowerCase()}`;
+    const admission = await throttle.admit({ identity, ip, relayed: caller !== null });
     checkpoint();
     const candidate = p.kind === 'shared_key' ? await sharedKey(p, subject) : await password(p, subject, checkpoint);
     if (candidate === null) {
@@ -202,12 +208,12 @@ export function createCredentialCheck(deps: {
   }
 
   return {
-    authenticate(req, caller, admit, checkpoint) {
+    authenticate(req, caller, admit, checkpoint, peer) {
       const p = parse(req);
-      return fromCache(p, caller, admit) ?? full(p, caller, admit, checkpoint);
+      return fromCache(p, caller, admit) ?? full(p, caller, admit, checkpoint, peer);
     },
     async authenticateSelf(req, self) {
-      return full(parse(req), null, () => undefined, () => undefined, self.transport);
+      return full(parse(req), null, () => undefined, () => undefined, self.ip, self.transport);
     },
   };
 }

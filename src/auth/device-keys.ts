@@ -1,7 +1,9 @@
 // Device shared-key authentication for the messaging listeners (HTTP `Authorization: Client <key>`,
-// MQTT password): a bounded LRU keyed by the presented key, dropped by NOTIFY on revoke, rotation or
-// entity/tenant change on every instance.
+// MQTT password, CoAP `?auth=`): a bounded LRU keyed by the presented key, dropped by NOTIFY on revoke,
+// rotation or entity/tenant change on every instance. Lookups of keys not cached wait out the client
+// address's hold, and misses count against it (address-throttle.ts).
 import type { Sql } from '../db/client.js';
+import type { AddressThrottle } from './address-throttle.js';
 import type { NotifyHub } from '../db/notify-hub.js';
 import { createIndexedLru } from '../indexed-lru.js';
 import * as cq from './credential-queries.js';
@@ -19,13 +21,19 @@ export interface DeviceIdentity {
   credentialId: string;
 }
 
+/** The client presenting a key: its peer address, read only when the key is not cached (no cost on a hit). */
+export interface ClientPeer {
+  readonly ip: string;
+}
+
 interface Entry {
   identity: DeviceIdentity;
   expiresAt: number | null;
 }
 
 export interface DeviceKeys {
-  authenticate(key: string): Promise<DeviceIdentity | null>;
+  /** `from`: the client; null or absent for the service's own re-checks of keys it holds (not throttled). */
+  authenticate(key: string, from?: ClientPeer | null): Promise<DeviceIdentity | null>;
   /** The identity of a key this instance verified and still holds, synchronously; undefined otherwise (then authenticate). */
   peek(key: string): DeviceIdentity | undefined;
   dropLocal(change: AuthInvalidation): void;
@@ -41,6 +49,7 @@ export function principalOfDevice(d: DeviceIdentity): Principal {
 
 export function createDeviceKeys(deps: {
   sql: Sql; hub: NotifyHub; hash: () => KeyedHash; cache: { max: number; ttlSecs: number }; markUsed: (credentialId: string) => void;
+  failures: AddressThrottle;
 }): DeviceKeys {
   const { sql, hub } = deps;
   const { cache, drop } = createIndexedLru<Entry>({
@@ -77,14 +86,23 @@ export function createDeviceKeys(deps: {
 
   return {
     peek,
-    async authenticate(key) {
-      if (!key || key.length > 256) return null;
+    async authenticate(key, from) {
+      if (!key || key.length > 256) {
+        if (from) deps.failures.failed(from.ip);
+        return null;
+      }
       const known = peek(key);
       if (known !== undefined) return known;
       misses++;
+      // The address is read only here, past the cache: a hit costs nothing more than before.
+      const ip = from ? from.ip : null;
+      if (from) await deps.failures.hold(ip);
       const before = generation;
       const row = await cq.selectSharedKeyState(sql, deps.hash()(key));
-      if (!row || row.status !== 'active' || row.expired || row.entity_deleted || row.home_tenant_status === 'deleted') return null;
+      if (!row || row.status !== 'active' || row.expired || row.entity_deleted || row.home_tenant_status === 'deleted') {
+        if (from) deps.failures.failed(ip);
+        return null;
+      }
       const identity: DeviceIdentity = {
         entityId: row.entity_id, tenantId: row.home_tenant_id, kind: row.entity_kind, status: row.entity_status, credentialId: row.id,
       };

@@ -29,7 +29,7 @@ interface CredentialResponse {
 
 export interface AuthGrpcDeps {
   verifyToken: VerifyToken;
-  authenticateCredential(req: CredentialRequest, caller: Principal, admit: Admit, checkpoint: () => void): CredentialMatch | Promise<CredentialMatch>;
+  authenticateCredential(req: CredentialRequest, caller: Principal, admit: Admit, checkpoint: () => void, peer: string | null): CredentialMatch | Promise<CredentialMatch>;
   /** The runtime caller gate (authz.check, policy.manage or manage on the tenant, or at platform scope). */
   admit: Admit;
   unary: Unary;
@@ -54,7 +54,7 @@ export function authGrpcService(deps: AuthGrpcDeps): grpc.UntypedServiceImplemen
     AuthenticateCredential: unary<CredentialBody, CredentialResponse>('AuthService.AuthenticateCredential', (body, ctx) => {
       const req: CredentialRequest = { identifier: body.identifier, secret: body.secret, kind: body.kind, tenantId: body.tenant_id, tenantAlias: body.tenant_alias };
       const check = (caller: Principal) => {
-        const match = deps.authenticateCredential(req, caller, admit, ctx.checkpoint);
+        const match = deps.authenticateCredential(req, caller, admit, ctx.checkpoint, ctx.peer());
         return match instanceof Promise ? match.then(matchOf) : matchOf(match);
       };
       const caller = callerOf(ctx.metadata, verifyToken);

@@ -12,7 +12,7 @@ import type { Authz } from '../authz/types.js';
 import type { Config } from '../config.js';
 import type { Sql } from '../db/client.js';
 import type { NotifyHub } from '../db/notify-hub.js';
-import { forbidden } from '../errors.js';
+import { forbidden, isAppError } from '../errors.js';
 import type { GraphqlContext, Authenticate } from '../graphql/context.js';
 import type { GraphqlModule } from '../graphql/schema.js';
 import type { Health } from '../health/service.js';
@@ -24,7 +24,7 @@ import { createCredentialAuthority } from './authority.js';
 import { bootstrapAdmin } from './bootstrap.js';
 import { createCredentialCheck, type Admit, type CredentialMatch, type CredentialRequest } from './credential-check.js';
 import { createCredentialService } from './credentials.js';
-import { createDeviceKeys, type DeviceIdentity } from './device-keys.js';
+import { createDeviceKeys, type ClientPeer, type DeviceIdentity } from './device-keys.js';
 import { createKeyring } from './keyring.js';
 import { createLogin } from './login.js';
 import { createLogMailer, type Mailer } from './mailer.js';
@@ -36,6 +36,7 @@ import { registerAuthRoutes } from './routes.js';
 import { keyedHasher, type KeyedHash } from './secrets.js';
 import { createSessions, type RequestMeta } from './sessions.js';
 import { createSignup } from './signup.js';
+import { createAddressThrottle } from './address-throttle.js';
 import { createLoginThrottle, type LoginThrottle } from './login-throttle.js';
 import { purgeOldLoginFailures } from './queries.js';
 import { createTenantStates } from './tenant-states.js';
@@ -44,7 +45,7 @@ import { createVerifier, INVALIDATE_TOPIC, invalidToken, type AuthInvalidation, 
 export type { AuthInvalidation, Verified } from './verifier.js';
 export type { Admit, CredentialMatch, CredentialRequest } from './credential-check.js';
 export { authGrpcService } from './grpc.js';
-export type { DeviceIdentity } from './device-keys.js';
+export type { ClientPeer, DeviceIdentity } from './device-keys.js';
 export { principalOfDevice } from './device-keys.js';
 export { createLogMailer, type Mailer, type MailMessage } from './mailer.js';
 export type { Principal } from './principal.js';
@@ -56,10 +57,19 @@ export interface Auth {
   /** Boot work: keys created or loaded, the administrator's password bootstrapped. */
   init(): Promise<void>;
   authenticate: Authenticate;
+  /**
+   * authenticate for a listener that counts failed bearer tokens per client address (the enrollment
+   * listener): a token not cached here waits out the address's hold; an unusable one counts against it.
+   */
+  authenticateFrom(headers: Record<string, string>, ip: string | null): Promise<Principal | null>;
   /** A bearer caller verified from this instance's cache, without waiting; undefined otherwise (then authenticate). */
   peekBearer: PeekBearer;
-  /** Device shared keys (HTTP `Authorization: Client <key>`, MQTT password); null when unknown, revoked or expired. */
-  authenticateDeviceKey(key: string): Promise<DeviceIdentity | null>;
+  /**
+   * Device shared keys (HTTP `Authorization: Client <key>`, MQTT password, CoAP `?auth=`); null when
+   * unknown, revoked or expired. `from` is the client (its peer address): a key not cached here is
+   * looked up only after the address's hold, and a miss counts against it (address-throttle.ts).
+   */
+  authenticateDeviceKey(key: string, from?: ClientPeer | null): Promise<DeviceIdentity | null>;
   /** A device key's identity when this instance holds it verified already (no promise); undefined otherwise. */
   peekDeviceKey(key: string): DeviceIdentity | undefined;
   /** A bearer token's verdict (session JWT or access token), synchronous on a cache hit: gRPC callers. */
@@ -68,9 +78,9 @@ export interface Auth {
    * A protocol adapter's check of someone else's password or shared key (gRPC AuthenticateCredential),
    * behind `admit`, the caller's gate for the tenant involved. Synchronous for a cached device key.
    */
-  authenticateCredential(req: CredentialRequest, caller: Principal, admit: Admit, checkpoint: () => void): CredentialMatch | Promise<CredentialMatch>;
-  /** The same check when the holder presents its own credential (EST Basic over the enrollment listener). */
-  authenticateOwnCredential(req: CredentialRequest, transport: string): Promise<CredentialMatch>;
+  authenticateCredential(req: CredentialRequest, caller: Principal, admit: Admit, checkpoint: () => void, peer: string | null): CredentialMatch | Promise<CredentialMatch>;
+  /** The same check when the holder presents its own credential from `ip` (EST Basic over the enrollment listener). */
+  authenticateOwnCredential(req: CredentialRequest, transport: string, ip: string | null): Promise<CredentialMatch>;
   /**
    * The failed-credential throttle every credential check goes through (src/auth/login-throttle.ts):
    * admit({identity, ip}) before looking at the secret, then failed() or succeeded().
@@ -127,17 +137,26 @@ export function createAuth(deps: AuthDeps): Auth {
     sql, hub, keyring, hash, log, jwt: { issuer: a.jwtIssuer, audience: a.jwtAudience },
     cache: { max: config.authRuntime.tokenCacheSize, ttlSecs: config.authRuntime.tokenCacheTtlSecs },
   });
+  // Failed device keys and bearer tokens per client address, in memory (address-throttle.ts).
+  const secretFailures = createAddressThrottle({
+    addressKey: limiter.addressKey,
+    settings: {
+      addressLimit: config.authRuntime.loginFailureIpLimit, windowSecs: a.loginFailureWindowSecs,
+      maxDelaySecs: config.authRuntime.loginFailureMaxDelaySecs, maxAddresses: 100_000,
+    },
+  });
   const deviceKeys = createDeviceKeys({
-    sql, hub, hash, markUsed: verifier.markUsed,
+    sql, hub, hash, markUsed: verifier.markUsed, failures: secretFailures,
     cache: { max: config.authRuntime.deviceKeyCacheSize, ttlSecs: config.authRuntime.tokenCacheTtlSecs },
   });
   const sessions = createSessions({ sql, keyring, verifier, audit, jwt: { issuer: a.jwtIssuer, audience: a.jwtAudience, expirySecs: a.jwtExpirySecs } });
-  // One throttle for every credential check (login here; gRPC AuthenticateCredential too).
+  // One throttle for every credential check (login here; EST Basic and gRPC AuthenticateCredential too).
   const throttle = createLoginThrottle({
     sql, addressKey: limiter.addressKey,
     settings: {
       pairLimit: a.loginFailureLimit, identityLimit: config.authRuntime.loginIdentifierFailureLimit,
       addressLimit: config.authRuntime.loginFailureIpLimit, windowSecs: a.loginFailureWindowSecs,
+      maxDelaySecs: config.authRuntime.loginFailureMaxDelaySecs,
     },
   });
   const login = createLogin({
@@ -192,6 +211,12 @@ export function createAuth(deps: AuthDeps): Auth {
     } catch (err) {
       return Promise.reject(err);
     }
+  }
+
+  function peekBearer(headers: Record<string, string>): Principal | undefined {
+    const token = headers.authorization === undefined ? null : bearerToken(headers.authorization);
+    const verdict = token === null ? undefined : verifier.peek(token);
+    return verdict?.ok ? verdict.principal : undefined;
   }
 
   /** Bearer header first; the session cookie only where a browser cannot be tricked into sending it. */
@@ -255,22 +280,28 @@ export function createAuth(deps: AuthDeps): Auth {
         verifier.flushUsage().catch((err: unknown) => log.warn('recording credential use failed', { err: String(err) }));
         // Closed failed-login windows are dead weight; any instance may sweep them (idempotent).
         if (++ticks % 20 === 0) {
-          purgeOldLoginFailures(sql, a.loginFailureWindowSecs).catch((err: unknown) => log.warn('purging login failures failed', { err: String(err) }));
+          purgeOldLoginFailures(sql, a.loginFailureWindowSecs, config.authRuntime.loginFailureMaxKeys).catch((err: unknown) => log.warn('purging login failures failed', { err: String(err) }));
         }
       }, 30_000);
       usageTimer.unref();
     },
     authenticate: (headers) => authenticateHeaders(headers, false),
-    peekBearer(headers) {
-      const token = headers.authorization === undefined ? null : bearerToken(headers.authorization);
-      const verdict = token === null ? undefined : verifier.peek(token);
-      return verdict?.ok ? verdict.principal : undefined;
+    peekBearer,
+    authenticateFrom: async (headers, ip) => {
+      // A token verified here before is no guess: it answers without waiting out the address's hold.
+      if (peekBearer(headers) === undefined) await secretFailures.hold(ip);
+      try {
+        return await authenticateHeaders(headers, false);
+      } catch (err) {
+        if (isAppError(err) && err.kind === 'UNAUTHENTICATED') secretFailures.failed(ip);
+        throw err;
+      }
     },
-    authenticateDeviceKey: (key) => deviceKeys.authenticate(key),
+    authenticateDeviceKey: (key, from) => deviceKeys.authenticate(key, from),
     peekDeviceKey: (key) => deviceKeys.peek(key),
     verifyToken: (token) => verifier.verify(token),
-    authenticateCredential: (req, caller, admit, checkpoint) => credentialCheck.authenticate(req, caller, admit, checkpoint),
-    authenticateOwnCredential: (req, transport) => credentialCheck.authenticateSelf(req, { transport }),
+    authenticateCredential: (req, caller, admit, checkpoint, peer) => credentialCheck.authenticate(req, caller, admit, checkpoint, peer),
+    authenticateOwnCredential: (req, transport, ip) => credentialCheck.authenticateSelf(req, { transport, ip }),
     throttle,
     async invalidate(change) {
       dropLocal(change);

@@ -216,8 +216,17 @@ export async function forgiveLoginAttempt(sql: Queryable, clear: string[], uncou
   await sql`update auth_login_failures set failures = greatest(failures - 1, 0) where key = any(${uncount})`;
 }
 
-export async function purgeOldLoginFailures(sql: Queryable, windowSecs: number): Promise<void> {
-  await sql`delete from auth_login_failures where window_started_at < now() - make_interval(secs => ${windowSecs})`;
+/**
+ * Drops closed windows and counters back at zero; then, while more than maxKeys are left (callers from
+ * ever new addresses or identifiers), those with the fewest failures, least recent first: a dropped
+ * one-failure counter gives its holder one more free try, while the counters that hold anyone back
+ * cost an attacker the failures they hold to push out.
+ */
+export async function purgeOldLoginFailures(sql: Queryable, windowSecs: number, maxKeys: number): Promise<void> {
+  await sql`delete from auth_login_failures where window_started_at < now() - make_interval(secs => ${windowSecs}) or failures = 0`;
+  await sql`
+    delete from auth_login_failures where key in (
+      select key from auth_login_failures order by failures desc, last_failed_at desc offset ${maxKeys})`;
 }
 
 // ---- signup and email verification ----

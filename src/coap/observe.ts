@@ -9,7 +9,7 @@
 // notification with RST, or stops acknowledging confirmable ones (a non-confirmable observation gets
 // every CONFIRMABLE_EVERY-th notification confirmable, to find out); when a periodic check finds its key or
 // grant gone (a last 4.01 or 4.03); and at shutdown (a last 5.03, so clients register elsewhere).
-import type { DeviceIdentity } from '../auth/index.js';
+import type { ClientPeer, DeviceIdentity } from '../auth/index.js';
 import { rateLimited, toAppError, unauthenticated, unavailable, type AppError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { refusalOf, startRevalidation, toResolvedSenml, type Messaging, type StoredMessage } from '../messaging/index.js';
@@ -26,7 +26,7 @@ export interface ObserveSettings {
 
 export interface ObserveDeps {
   messaging: Pick<Messaging, 'authorizeSubscribe' | 'onStored' | 'watch'>;
-  authenticateDeviceKey(key: string): Promise<DeviceIdentity | null>;
+  authenticateDeviceKey(key: string, from?: ClientPeer | null): Promise<DeviceIdentity | null>;
   settings: ObserveSettings;
   log: Logger;
 }
@@ -132,9 +132,9 @@ export function createObservations(deps: ObserveDeps): Observations {
     return true;
   }
 
-  /** The device behind the key, still allowed to subscribe to the channel; throws the refusal. */
-  async function subscriber(key: string, target: ObservedChannel): Promise<DeviceIdentity> {
-    const device = await deps.authenticateDeviceKey(key);
+  /** The device behind the key, still allowed to subscribe to the channel; throws the refusal. `from`: at registration. */
+  async function subscriber(key: string, target: ObservedChannel, from?: ClientPeer): Promise<DeviceIdentity> {
+    const device = await deps.authenticateDeviceKey(key, from);
     if (device === null) throw unauthenticated('invalid device key');
     await messaging.authorizeSubscribe({ device }, target.workspaceId, target.channelId);
     return device;
@@ -188,7 +188,7 @@ export function createObservations(deps: ObserveDeps): Observations {
       let device: DeviceIdentity;
       try {
         if (closing) throw unavailable('service stopping', 1);
-        device = await subscriber(key, target);
+        device = await subscriber(key, target, { ip: req.rsinfo.address });
         if (closing) throw unavailable('service stopping', 1);
         const previous = byId.get(id);
         // The same endpoint and token again is a re-registration (RFC 7641 4.1): it replaces the entry.

@@ -4,7 +4,7 @@
 // subscribes to the channel (observe.ts).
 import type { AddressInfo } from 'node:net';
 import coap from 'coap';
-import type { DeviceIdentity } from '../auth/index.js';
+import type { ClientPeer, DeviceIdentity } from '../auth/index.js';
 import { toAppError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { SENML_JSON, type Messaging } from '../messaging/index.js';
@@ -31,7 +31,7 @@ export interface CoapCounters {
 
 export interface CoapDeps {
   messaging: Pick<Messaging, 'publishWithKey' | 'authorizeSubscribe' | 'onStored' | 'watch'>;
-  authenticateDeviceKey(key: string): Promise<DeviceIdentity | null>;
+  authenticateDeviceKey(key: string, from?: ClientPeer | null): Promise<DeviceIdentity | null>;
   log: Logger;
   blocks: BlockLimits;
   observe: ObserveSettings;
@@ -75,7 +75,7 @@ export function createCoapServer(deps: CoapDeps): CoapServer {
       await messaging.publishWithKey(key, {
         workspaceId: topic.workspaceId, channelId: topic.channelId, subtopic: topic.subtopic,
         protocol: 'coap', payload: req.payload, contentType,
-      });
+      }, { ip: req.rsinfo.address });
       counters.published++;
       answer(res, '2.04');
     } catch (err) {

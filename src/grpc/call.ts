@@ -71,10 +71,14 @@ export function principalOf(verdict: TokenVerdict): Principal {
   throw unauthenticated(REFUSED[verdict.reason] ?? 'invalid token');
 }
 
-/** The caller behind `authorization: Bearer <token>`: synchronous when the token is cached. */
+/**
+ * The caller behind `authorization: Bearer <token>`: synchronous when the token is cached. More than one
+ * value names no one caller (server.ts restores the values HTTP/2 header parsing would drop).
+ */
 export function callerOf(metadata: grpc.Metadata, verify: VerifyToken): Principal | Promise<Principal> {
   const values = metadata.get('authorization');
   if (values.length === 0) throw unauthenticated('missing authorization metadata');
+  if (values.length > 1) throw unauthenticated('authorization metadata must have exactly one value');
   const header = values[0];
   if (typeof header !== 'string') throw unauthenticated('invalid authorization metadata');
   const token = bearerToken(header);
@@ -93,6 +97,16 @@ export interface CallContext {
    * or the client cancelled, so work nobody waits for is not done (nor a failed attempt counted).
    */
   checkpoint(): void;
+  /** The client's address (the connection's peer, without its port); '' when unknown. */
+  peer(): string;
+}
+
+/** grpc-js getPeer(): 'address:port' (IPv6 unbracketed), the address alone, or 'unknown'. */
+export function peerAddress(peer: string): string {
+  if (peer === 'unknown') return '';
+  const colon = peer.lastIndexOf(':');
+  // An address with a port ends in ':digits'; a bare IPv6 address may too, but grpc-js always adds the port.
+  return colon > 0 && /^\d+$/.test(peer.slice(colon + 1)) ? peer.slice(0, colon) : peer;
 }
 
 export type Handler<Req, Res> = (request: Req, ctx: CallContext) => Res | Promise<Res>;
@@ -139,6 +153,7 @@ export function createUnary(log: Logger): { unary: Unary; stats: CallStats } {
         checkpoint() {
           if (call.cancelled || deadline <= Date.now()) throw new Abandoned();
         },
+        peer: () => peerAddress(call.getPeer()),
       };
       const fail = (err: unknown) => {
         if (err instanceof Abandoned) {

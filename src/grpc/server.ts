@@ -2,6 +2,7 @@
 // domain's implementation, and owns the listener's settings (TLS, message size, keepalive, streams).
 // Every service the proto declares is added by the composition root (src/main.ts); one not added would
 // answer UNIMPLEMENTED.
+import type { EventEmitter } from 'node:events';
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
@@ -71,6 +72,30 @@ function credentialsOf(tls: GrpcTls): grpc.ServerCredentials {
   return grpc.ServerCredentials.createSsl(ca, [pair], ca !== null);
 }
 
+/**
+ * Node's HTTP/2 header parsing keeps the first of a repeated single-value header such as authorization
+ * and drops the rest, so a call sent with two `authorization` values would act on the first. The raw
+ * header list still holds them all: they are put back before grpc-js reads the headers, and callerOf
+ * refuses the call (UNAUTHENTICATED). grpc-js keeps its HTTP/2 servers in a private map; should a
+ * release stop doing so, test/auth/lockout.test.ts fails.
+ */
+function keepRepeatedAuthorization(server: grpc.Server, hooked: WeakSet<object>): void {
+  const servers = (server as unknown as { http2Servers?: Map<EventEmitter, unknown> }).http2Servers;
+  for (const h2 of servers?.keys() ?? []) {
+    if (hooked.has(h2)) continue;
+    hooked.add(h2);
+    h2.prependListener('stream', (_stream: unknown, headers: Record<string, string | string[] | undefined>, _flags: unknown, raw: unknown) => {
+      if (headers.authorization === undefined || !Array.isArray(raw)) return;
+      let count = 0;
+      for (let i = 0; i < raw.length; i += 2) if (raw[i] === 'authorization') count++;
+      if (count < 2) return;
+      const values: string[] = [];
+      for (let i = 0; i < raw.length; i += 2) if (raw[i] === 'authorization') values.push(String(raw[i + 1]));
+      headers.authorization = values;
+    });
+  }
+}
+
 export interface GrpcServer {
   readonly services: grpc.GrpcObject;
   /** Wraps a handler: deadline checks, error mapping, call counters (src/grpc/call.ts). */
@@ -85,6 +110,7 @@ export function createGrpcServer(log: Logger, settings: GrpcSettings): GrpcServe
   const services = loadServices();
   const server = new grpc.Server(serverOptions(settings));
   const { unary, stats } = createUnary(log);
+  const hooked = new WeakSet<object>();
   let started = false;
   return {
     services,
@@ -99,6 +125,7 @@ export function createGrpcServer(log: Logger, settings: GrpcSettings): GrpcServe
       return new Promise((resolve, reject) => {
         server.bindAsync(`${host.includes(':') ? `[${host}]` : host}:${port}`, credentials, (err, bound) => {
           if (err) return reject(new Error(`grpc listener cannot bind ${host}:${port}: ${err.message}`));
+          keepRepeatedAuthorization(server, hooked);
           started = true;
           resolve(bound);
         });

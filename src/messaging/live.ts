@@ -2,14 +2,14 @@
 // writer's post-commit fan-out (and, for a watched channel, from other instances through relay.ts).
 // Authentication and the subscribe decision happen before the upgrade.
 import { STATUS_CODES } from 'node:http';
-import type { DeviceIdentity } from '../auth/index.js';
+import type { ClientPeer } from '../auth/index.js';
 import { httpErrorBody, toAppError, type AppError } from '../errors.js';
 import type { Authenticate } from '../graphql/context.js';
 import type { HttpServer } from '../http/server.js';
 import type { UwsWebSocket } from '../http/uws.js';
 import { decodePathSegment, json } from '../http/types.js';
 import type { Logger } from '../log.js';
-import { subjectOf, type Credentials } from './routes.js';
+import { subjectOf, type AuthenticateDeviceKey, type Credentials } from './routes.js';
 import { refusalOf, startRevalidation } from './revalidation.js';
 import type { MessagingService } from './service.js';
 import { subtopicParam } from './subtopic.js';
@@ -64,16 +64,16 @@ export interface LiveRoute {
 
 /** Registers /ws/m/:ws/c/:ch on the messaging listener. */
 export function registerLiveRoute(server: HttpServer, messaging: MessagingService, deps: {
-  authenticate: Authenticate; authenticateDeviceKey: (key: string) => Promise<DeviceIdentity | null>; log: Logger; settings: LiveSettings;
+  authenticate: Authenticate; authenticateDeviceKey: AuthenticateDeviceKey; log: Logger; settings: LiveSettings;
 }): LiveRoute {
   const app = server.app;
   // Channels with at least one open socket: the publish path skips serialising for everyone else.
   const watched = new Map<string, number>();
   const sockets = new Set<UwsWebSocket<SocketData>>();
 
-  /** Whether the socket's subscriber may still subscribe: null if so, else why not. */
-  const refusalFor = (data: SocketData) => refusalOf(
-    subjectOf(deps.authenticate, deps.authenticateDeviceKey, data.credentials)
+  /** Whether the socket's subscriber may still subscribe: null if so, else why not. `from`: at the upgrade. */
+  const refusalFor = (data: SocketData, from?: ClientPeer) => refusalOf(
+    subjectOf(deps.authenticate, deps.authenticateDeviceKey, data.credentials, from)
       .then((subject) => messaging.authorizeSubscribe(subject, data.workspaceId, data.channelId)),
     deps.log, 'live subscription');
 
@@ -129,7 +129,8 @@ export function registerLiveRoute(server: HttpServer, messaging: MessagingServic
         topic: subtopic === null ? channelTopic : `${channelTopic}/${subtopic}`, workspaceId, channelId,
         credentials: { authorization: authorization === '' ? undefined : authorization, token: query.get('token'), key: query.get('key') },
       };
-      void refusalFor(data).then((refusal) => {
+      const from = { ip: Buffer.from(res.getRemoteAddressAsText()).toString() };
+      void refusalFor(data, from).then((refusal) => {
         if (refusal !== null) return refuse(refusal);
         if (aborted) return;
         // Not inside res.cork: uWS's cork() reads the HTTP response state after an asynchronous upgrade

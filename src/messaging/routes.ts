@@ -1,5 +1,5 @@
 // HTTP surfaces of messaging: device publish on the messaging listener, the message reader on its own.
-import type { DeviceIdentity, Principal } from '../auth/index.js';
+import type { ClientPeer, DeviceIdentity, Principal } from '../auth/index.js';
 import { AppError, invalidInput, isAppError, unauthenticated } from '../errors.js';
 import type { Authenticate } from '../graphql/context.js';
 import type { HttpServer } from '../http/server.js';
@@ -24,7 +24,10 @@ export interface Credentials {
 }
 
 /** `Client <key>` → the device; `Bearer <token>` → the principal; 401 when absent or unusable. */
-export async function subjectOf(authenticate: Authenticate, authenticateDeviceKey: (key: string) => Promise<DeviceIdentity | null>, c: Credentials): Promise<Subject> {
+export type AuthenticateDeviceKey = (key: string, from?: ClientPeer | null) => Promise<DeviceIdentity | null>;
+
+/** `from`: the client (a key not cached is throttled by its address); absent for the service's re-checks. */
+export async function subjectOf(authenticate: Authenticate, authenticateDeviceKey: AuthenticateDeviceKey, c: Credentials, from?: ClientPeer): Promise<Subject> {
   const header = c.authorization;
   let key: string | null | undefined = c.key;
   let token: string | null | undefined = c.token;
@@ -36,7 +39,7 @@ export async function subjectOf(authenticate: Authenticate, authenticateDeviceKe
     else throw unauthenticated("authorization must be 'Bearer <token>' or 'Client <device key>'");
   }
   if (key) {
-    const device = await authenticateDeviceKey(key);
+    const device = await authenticateDeviceKey(key, from);
     if (!device) throw unauthenticated('invalid device key');
     return { device };
   }
@@ -74,7 +77,7 @@ export function registerPublishRoutes(server: HttpServer, messaging: MessagingSe
     return messaging.publishWithKey(header.slice(7).trim(), {
       workspaceId: req.params[0] as string, channelId: req.params[1] as string, subtopic, protocol: 'http',
       payload: req.body, contentType: req.headers['content-type'] ?? '',
-    }).then(() => ACCEPTED);
+    }, req).then(() => ACCEPTED);
   };
   // A publish stores: it starts only once uWS parsed what came with it (see RouteOptions.startAfterParse).
   const options = { bodyLimit, headers: PUBLISH_HEADERS, startAfterParse: true };
@@ -176,10 +179,10 @@ export function toReaderMessage(r: MessageRow): Record<string, unknown> {
 }
 
 export function registerReaderRoutes(server: HttpServer, messaging: MessagingService, deps: {
-  authenticate: Authenticate; authenticateDeviceKey: (key: string) => Promise<DeviceIdentity | null>;
+  authenticate: Authenticate; authenticateDeviceKey: AuthenticateDeviceKey;
 }): void {
   server.route('GET', '/:ws/channels/:ch/messages', async (req) => {
-    const subject = await subjectOf(deps.authenticate, deps.authenticateDeviceKey, { authorization: req.headers.authorization });
+    const subject = await subjectOf(deps.authenticate, deps.authenticateDeviceKey, { authorization: req.headers.authorization }, req);
     const page = await messaging.read(subject, req.params[0] as string, req.params[1] as string, readQuery(req.query, messaging.settings.reader));
     return json(200, { ...page, messages: page.messages.map(toReaderMessage) });
   });

@@ -1,7 +1,7 @@
 // The publish pipeline every transport shares: device and channel checks, the cached publish decision,
 // SenML resolution, the group-commit writer, post-commit fan-out; and the reader's query.
 import postgres from 'postgres';
-import { principalOfDevice, type DeviceIdentity, type Principal } from '../auth/index.js';
+import { principalOfDevice, type ClientPeer, type DeviceIdentity, type Principal } from '../auth/index.js';
 import type { AuthzService } from '../authz/index.js';
 import { createGenericPlanPool, type Sql } from '../db/client.js';
 import { AppError, forbidden, invalidInput, notFound, unauthenticated } from '../errors.js';
@@ -27,7 +27,7 @@ export interface MessagingDeps {
   /** The database URL: the writer opens its own connections (default plan mode, prepared insert). */
   url: string;
   sql: Sql;
-  auth: { authenticateDeviceKey(key: string): Promise<DeviceIdentity | null>; peekDeviceKey(key: string): DeviceIdentity | undefined };
+  auth: { authenticateDeviceKey(key: string, from?: ClientPeer | null): Promise<DeviceIdentity | null>; peekDeviceKey(key: string): DeviceIdentity | undefined };
   authz: Pick<AuthzService, 'decide' | 'engine'>;
   settings: MessagingSettings;
   connectTimeoutSecs: number;
@@ -229,12 +229,12 @@ export function createMessaging(deps: MessagingDeps): MessagingService {
       count(input.payload);
       return publish(device, input);
     },
-    publishWithKey(key, input) {
+    publishWithKey(key, input, from) {
       count(input.payload);
       // A key this instance holds verified already answers without a promise step.
       const known = auth.peekDeviceKey(key);
       if (known !== undefined) return publish(known, input);
-      return auth.authenticateDeviceKey(key).then((device) => {
+      return auth.authenticateDeviceKey(key, from).then((device) => {
         if (device !== null) return publish(device, input);
         counters.rejected++;
         throw unauthenticated('invalid device key');

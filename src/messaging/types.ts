@@ -1,5 +1,5 @@
 // The messaging pipeline's contract with its transports (HTTP here, MQTT and CoAP in their own domains).
-import type { DeviceIdentity, Principal } from '../auth/index.js';
+import type { ClientPeer, DeviceIdentity, Principal } from '../auth/index.js';
 import type { WriterBatches } from './writer.js';
 
 export type Protocol = 'http' | 'mqtt' | 'coap';
@@ -79,7 +79,8 @@ export interface Messaging {
    * UNAVAILABLE 503 (queue full or database down, with retryAfterSeconds). Nothing is stored when it throws.
    */
   publishAsDevice(device: DeviceIdentity, input: PublishInput): Promise<PublishResult>;
-  publishWithKey(key: string, input: PublishInput): Promise<PublishResult>;
+  /** `from`: the publishing client, whose address a key not cached is throttled by (auth's address throttle). */
+  publishWithKey(key: string, input: PublishInput, from?: ClientPeer): Promise<PublishResult>;
   /**
    * May this device (or bearer principal) receive messages of the channel? (subscribe for devices, read
    * or subscribe for principals). Throws like above.

@@ -5,7 +5,7 @@ import net from 'node:net';
 import tls from 'node:tls';
 import type { Duplex } from 'node:stream';
 import { Aedes, type AedesPublishPacket, type Client, type PublishPacket } from 'aedes';
-import type { DeviceIdentity } from '../auth/index.js';
+import type { ClientPeer, DeviceIdentity } from '../auth/index.js';
 import type { Authz } from '../authz/types.js';
 import { unavailable } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -69,7 +69,7 @@ export interface MqttBroker {
 }
 
 export interface MqttDeps {
-  auth: { authenticateDeviceKey(key: string): Promise<DeviceIdentity | null> };
+  auth: { authenticateDeviceKey(key: string, from?: ClientPeer | null): Promise<DeviceIdentity | null> };
   messaging: Pick<Messaging, 'publishAsDevice' | 'authorizeSubscribe' | 'onStored' | 'watch'>;
   authz: Pick<Authz, 'decide'>;
   log: Logger;

@@ -1,7 +1,7 @@
 // aedes hooks: CONNECT with a device's shared key, PUBLISH stored through the messaging pipeline before
 // it is acknowledged or forwarded, SUBSCRIBE per filter within one channel the device may subscribe to.
 import type { AuthenticateError, Client, PublishPacket, Subscription } from 'aedes';
-import { principalOfDevice, type DeviceIdentity } from '../auth/index.js';
+import { principalOfDevice, type ClientPeer, type DeviceIdentity } from '../auth/index.js';
 import type { Authz } from '../authz/types.js';
 import { isTransient, toAppError, type AppError } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -30,7 +30,7 @@ interface Session {
 }
 
 export interface HookDeps {
-  auth: { authenticateDeviceKey(key: string): Promise<DeviceIdentity | null> };
+  auth: { authenticateDeviceKey(key: string, from?: ClientPeer | null): Promise<DeviceIdentity | null> };
   messaging: Pick<Messaging, 'publishAsDevice' | 'authorizeSubscribe'>;
   authz: Pick<Authz, 'decide'>;
   metrics: MqttMetrics;
@@ -93,7 +93,9 @@ export function createHooks(deps: HookDeps) {
       return done(connectError(BAD_USERNAME_OR_PASSWORD, 'username and password (the shared key) are required'), false);
     }
     const key = password.toString('utf8');
-    auth.authenticateDeviceKey(key).then((identity) => {
+    // TCP and TLS sockets know their peer; MQTT over WebSocket streams carry it as remoteAddress too.
+    const from = { ip: (client.conn as { remoteAddress?: string }).remoteAddress ?? '' };
+    auth.authenticateDeviceKey(key, from).then((identity) => {
       if (!identity || identity.entityId.toLowerCase() !== username.toLowerCase()) {
         metrics.counters.errors.auth++;
         return done(connectError(BAD_USERNAME_OR_PASSWORD, 'bad username or password'), false);

@@ -36,6 +36,12 @@ export class WebSocketStream extends Duplex implements MqttConnection {
     super();
   }
 
+  /** The client's address, as a net.Socket has it (the CONNECT hook throttles failed keys by it). */
+  get remoteAddress(): string {
+    // A closed uWS socket must not be touched.
+    return this.socketClosed ? '' : Buffer.from(this.socket.getRemoteAddressAsText()).toString();
+  }
+
   override _read(): void {
     // Frames are pushed as they arrive (received); uWS has no pause for one socket.
   }

@@ -158,8 +158,9 @@ t.test('a renamed tenant alias stops resolving on every instance (sql/0300 NOTIF
 });
 
 t.test('failed attempts count toward the same throttle as login', async (t) => {
-  // Two failures over GraphQL login and one over gRPC land on one counter: the identity's (the entity's
-  // id, whatever spelling named it). gRPC counts no client address (the caller speaks for a fleet).
+  // Two failures over GraphQL login and one over gRPC land on one identity counter (the entity's id,
+  // whatever spelling named it), each with its client's address: the adapter's peer address for gRPC,
+  // counted with the identity but not as an address-wide total (an adapter relays a fleet).
   const name = ids.worker as string;
   await sql`delete from auth_login_failures`; // what earlier tests of this file counted
   for (let i = 0; i < 2; i++) await t.rejects(login(ts, name, `wrong-${i}`), /invalid credentials/);
@@ -167,15 +168,21 @@ t.test('failed attempts count toward the same throttle as login', async (t) => {
     { err: { code: code('UNAUTHENTICATED') } });
   const [row] = await sql<{ failures: number }[]>`select failures from auth_login_failures where key = ${`id:${ids.worker}`}`;
   t.equal(row?.failures, 3, 'one counter for both paths');
-  // Past the identity limit (3 here), each attempt waits 2^(failures - limit) s: ten failures hold it back for minutes.
-  await sql`update auth_login_failures set failures = 10, last_failed_at = now() where key = ${`id:${ids.worker}`}`;
+  const [pair] = await sql<{ failures: number }[]>`select failures from auth_login_failures where key = ${`pair:${ids.worker}
+127.0.0.1`}`;
+  t.equal(pair?.failures, 3, 'both from this address');
+  // Past the identity limit (3 here) attempts from anywhere are held back (at most
+  // SVC_LOGIN_FAILURE_MAX_DELAY_SECS), never refused; the pair past its limit (3) is refused.
+  await sql`update auth_login_failures set failures = 10, last_failed_at = now() where key = ${`pair:${ids.worker}
+127.0.0.1`}`;
   const held = await client.call('AuthService', 'AuthenticateCredential', credential(name, workerPassword), { token: platformAdapter });
-  t.match(held, { err: { code: code('RESOURCE_EXHAUSTED'), details: 'too many failed login attempts' } }, 'even the right password, while held back');
+  t.match(held, { err: { code: code('RESOURCE_EXHAUSTED'), details: 'too many failed login attempts' } }, 'even the right password, from that address');
   t.match(held.err?.metadata.get('retry-after')[0], /^\d+$/, 'with retry-after');
-  await t.rejects(login(ts, name, workerPassword), /too many failed login attempts/, 'login is held back too');
-  await sql`delete from auth_login_failures where key = ${`id:${ids.worker}`}`;
+  await t.rejects(login(ts, name, workerPassword), /too many failed login attempts/, 'login from that address is refused too');
+  await sql`delete from auth_login_failures where key = ${`pair:${ids.worker}
+127.0.0.1`}`;
   t.match(await client.call('AuthService', 'AuthenticateCredential', credential(name, workerPassword), { token: platformAdapter }),
-    { err: null, res: { entity_id: ids.worker } }, 'and answers once the counter is gone');
+    { err: null, res: { entity_id: ids.worker } }, 'and answers once the pair is gone (the identity only holds back)');
 });
 
 t.test('AuthenticateCredential: grants and tenant isolation', async (t) => {

@@ -169,7 +169,8 @@ export function createEnrollmentListener(deps: {
       if (!route) throw new AppError('NOT_FOUND', `no enrollment route ${path.slice(0, 100)}`);
       if (req.method !== route.method) throw new AppError('METHOD_NOT_ALLOWED', `${req.method} is not allowed on ${path}: use ${route.method}`);
       const body = route.method === 'POST' ? await readBody(req) : Buffer.alloc(0);
-      const request: EnrollRequest = { method: req.method, path, headers, body, requestId, peer: peerOf(req) };
+      const ip = limiter.clientIp(req.socket.remoteAddress ?? '', headers);
+      const request: EnrollRequest = { method: req.method, path, headers, body, requestId, peer: peerOf(req), ip };
       send(res, requestId, await route.run(request));
     } catch (err) {
       const reply = errorReply(err, requestId);

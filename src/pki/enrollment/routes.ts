@@ -20,6 +20,8 @@ export interface EnrollRequest {
   body: Buffer;
   requestId: string;
   peer: PeerCertificate | null;
+  /** The client's address (through trusted proxies): failed credentials are counted per address. */
+  ip: string | null;
 }
 
 export interface EnrollReply {
@@ -66,7 +68,7 @@ export function createEnrollmentRoutes(deps: {
     ({ kind: 'subject' as const, entityId: s.entityId, requestId, via, presentedCredentialId: presentedCredentialId ?? null });
 
   async function enroll(req: EnrollRequest): Promise<EnrollReply> {
-    const who = await bearerSubject(auth, req.headers, '/pki/enroll');
+    const who = await bearerSubject(auth, req.headers, '/pki/enroll', req.ip);
     const body = nativeBody(req.body);
     rates.hit(who.entityId, who.tenantId);
     const issued = await pki.issuance.issueFromCsr(subject(who, 'enroll', req.requestId), body);
@@ -97,7 +99,7 @@ export function createEnrollmentRoutes(deps: {
   }
 
   async function simpleenroll(req: EnrollRequest): Promise<EnrollReply> {
-    const who = await estSubject(auth, req.headers);
+    const who = await estSubject(auth, req.headers, req.ip);
     const der = requireEstCsr(req, deps.maxCsrBytes);
     rates.hit(who.entityId, who.tenantId);
     const issued = await pki.issuance.issueFromCsr(subject(who, 'est', req.requestId), {
@@ -120,7 +122,7 @@ export function createEnrollmentRoutes(deps: {
     if (!deps.generatedKeyIssuance) {
       throw notFound('serverkeygen (server-generated keys are disabled: SVC_PKI_GENERATED_KEY_ISSUANCE_ENABLED=false)');
     }
-    const who = await estSubject(auth, req.headers);
+    const who = await estSubject(auth, req.headers, req.ip);
     // The request is still a signed CSR (RFC 7030 4.4.1): verified, its key unused.
     readCsrDer(requireEstCsr(req, deps.maxCsrBytes));
     rates.hit(who.entityId, who.tenantId);

@@ -2,7 +2,7 @@
 // secret (EST Basic, through the auth domain's credential check), or the leaf verified in the TLS handshake
 // (/pki/reenroll, EST simplereenroll), mapped to its exact credential. Every refusal names what was wrong.
 import type { Auth } from '../../auth/index.js';
-import { AppError, forbidden, invalidInput, unauthenticated } from '../../errors.js';
+import { AppError, forbidden, invalidInput, isAppError, unauthenticated } from '../../errors.js';
 import type { CertificateReads, ResolvedCertificate } from '../certificates.js';
 
 /** The client certificate as the handshake left it: verified against the trust bundle or not, and why. */
@@ -17,16 +17,22 @@ export interface EnrollingSubject {
   tenantId: string | null;
 }
 
-/** An entity's bearer token or session. Scoped access tokens may not mint credentials (SPEC "Authentication" 7). */
-export async function bearerSubject(auth: Auth, headers: Record<string, string>, route: string): Promise<EnrollingSubject> {
-  const principal = await auth.authenticate(headers);
+/**
+ * An entity's bearer token or session. Scoped access tokens may not mint credentials (SPEC "Authentication"
+ * 7). Unusable tokens count against the client's address (auth's authenticateFrom).
+ */
+export async function bearerSubject(auth: Auth, headers: Record<string, string>, route: string, ip: string | null): Promise<EnrollingSubject> {
+  const principal = await auth.authenticateFrom(headers, ip);
   if (!principal) throw unauthenticated(`missing authentication: ${route} takes a bearer token (session or access token)`);
   if (principal.scoped) throw forbidden('forbidden; scoped access tokens cannot enroll certificates');
   return { entityId: principal.entityId, tenantId: principal.homeTenantId };
 }
 
-/** `Basic base64(identifier:secret)`: the entity's shared key, checked like the gRPC credential check. */
-export async function basicSubject(auth: Auth, header: string): Promise<EnrollingSubject> {
+/**
+ * `Basic base64(identifier:secret)`: the entity's shared key, checked like the gRPC credential check and
+ * throttled like login, per identity and client address.
+ */
+export async function basicSubject(auth: Auth, header: string, ip: string | null): Promise<EnrollingSubject> {
   let decoded: string;
   try {
     decoded = Buffer.from(header.slice(6).trim(), 'base64').toString('utf8');
@@ -37,20 +43,33 @@ export async function basicSubject(auth: Auth, header: string): Promise<Enrollin
   if (colon <= 0) throw unauthenticated('Basic credentials must be <entity identifier>:<secret>');
   const match = await auth.authenticateOwnCredential({
     identifier: decoded.slice(0, colon), secret: decoded.slice(colon + 1), kind: 'shared_key', tenantId: '', tenantAlias: '',
-  }, 'est');
+  }, 'est', ip);
   return { entityId: match.entityId, tenantId: match.tenantId };
 }
 
-/** EST's initial enrollment: Bearer or Basic (a client certificate authenticates re-enrollment only). */
-export function estSubject(auth: Auth, headers: Record<string, string>): Promise<EnrollingSubject> {
+/** EST's challenge (RFC 7030 3.2.3, RFC 9110 11.6.1: every 401 names how to authenticate). */
+const EST_CHALLENGE = 'Basic realm="est"';
+
+function withChallenge(err: unknown): never {
+  if (isAppError(err) && err.kind === 'UNAUTHENTICATED' && err.details?.challenge === undefined) {
+    throw new AppError('UNAUTHENTICATED', err.message, { code: err.code, details: { ...err.details, challenge: EST_CHALLENGE } });
+  }
+  throw err;
+}
+
+/**
+ * EST's initial enrollment: Bearer or Basic (a client certificate authenticates re-enrollment only). Every
+ * refusal of the credential is a 401 with `WWW-Authenticate: Basic realm="est"`.
+ */
+export function estSubject(auth: Auth, headers: Record<string, string>, ip: string | null): Promise<EnrollingSubject> {
   const header = headers.authorization;
   if (!header) {
     throw new AppError('UNAUTHENTICATED', 'missing authentication: EST enrollment takes Basic (entity identifier and shared key) or a bearer token', {
-      details: { challenge: 'Basic realm="est"' },
+      details: { challenge: EST_CHALLENGE },
     });
   }
-  if (/^basic /i.test(header)) return basicSubject(auth, header);
-  return bearerSubject(auth, headers, 'EST enrollment');
+  const subject = /^basic /i.test(header) ? basicSubject(auth, header, ip) : bearerSubject(auth, headers, 'EST enrollment', ip);
+  return subject.catch(withChallenge);
 }
 
 const HANDSHAKE_REASONS: Record<string, string> = {
