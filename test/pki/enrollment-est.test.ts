@@ -18,7 +18,7 @@ t.test('EST flow', async (t) => {
   const ts = await startAuthService(t, env);
   const est = `https://127.0.0.1:${ts.service.ports.enrollment}/.well-known/est`;
   const admin = await adminToken(ts);
-  const tenantId = await createTenant(ts, admin, 'acme');
+  const tenantId = await createTenant(ts, admin, 'acme', 'acme');
   const otherTenant = await createTenant(ts, admin, 'globex');
   const device = await createEntity(ts, admin, { kind: 'device', name: 'est-device', tenantId });
   const sharedKey = (await ok(ts, admin, 'mutation ($e: ID!) { createSharedKey(entityId: $e, input: {}) { key } }', { e: device })).createSharedKey.key as string;
@@ -30,10 +30,15 @@ t.test('EST flow', async (t) => {
     t.equal(cacerts.status, 200);
     t.match(cacerts.headers['content-type'], 'application/pkcs7-mime; smime-type=certs-only');
     t.equal(cacerts.headers['content-transfer-encoding'], 'base64');
-    const anchors = await pkcs7Certs(ca.dir, cacerts.body);
+    const platform = await pkcs7Certs(ca.dir, cacerts.body);
+    t.equal(platform.split('BEGIN CERTIFICATE').length - 1, 3, 'unlabelled: root, platform intermediate and platform leaf issuer');
+    t.match(platform, readFileSync(ca.root, 'utf8').trim().split('\n')[1]!, 'the root is among them');
+    // The tenant's own chain is under its label (the alias): what its devices verify their certificates with.
+    const labelled = await curl(`${est}/acme/cacerts`, serverCert);
+    t.equal(labelled.status, 200);
+    const anchors = await pkcs7Certs(ca.dir, labelled.body);
     writeFileSync(f('cacerts.pem'), anchors);
-    t.ok(anchors.split('BEGIN CERTIFICATE').length - 1 >= 3, 'root, platform intermediate and issuers');
-    t.match(anchors, readFileSync(ca.root, 'utf8').trim().split('\n')[1]!, 'the root is among them');
+    t.equal(anchors.split('BEGIN CERTIFICATE').length - 1, 3, 'labelled: root, platform intermediate and the tenant CA');
 
     const csr = await estCsrFile(ca.dir);
     const enrolled = await curl(`${est}/simpleenroll`, serverCert, ['-X', 'POST', ...PKCS10, '--data-binary', `@${csr.file}`, ...basic]);
