@@ -104,7 +104,7 @@ export async function createMqttBroker(deps: MqttDeps): Promise<MqttBroker> {
   /** MQTT over TLS: each connection's client-certificate check, by its socket (aedes' client.conn). */
   const certificates = new WeakMap<object, CertificateCheck>();
   const hooks = createHooks({
-    certificateOf: (client) => certificates.get((client as Client & { conn: object }).conn),
+    certificateOf: (client) => certificates.get(client.conn),
     auth: deps.auth, messaging: deps.messaging, authz: deps.authz, metrics, log,
     denyAction: config.denyAction, maxSubscriptions: config.maxSubscriptions, closing: () => closing,
     alreadyReceived: (client, packet) => persistence.incomingGetPacket(client, packet).then(() => true, () => false),
@@ -262,9 +262,9 @@ export async function createMqttBroker(deps: MqttDeps): Promise<MqttBroker> {
     async listenTls(host, port, options) {
       const mutual = options.clientCa !== undefined;
       tlsServer = tls.createServer({ cert: options.cert, key: options.key, ...(await tlsPeerOptions(options)), minVersion: 'TLSv1.2' }, (socket) => {
-        const certificate = certificateCheck(socket, options);
         // With an operator's client CA a certificate is mandatory: refused before any MQTT is read.
         if (mutual && !socket.getPeerX509Certificate()) return void socket.destroy();
+        const certificate = certificateCheck(socket, options);
         if (certificate) certificates.set(socket, certificate);
         socket.setNoDelay(true);
         accept(socket);

@@ -3,7 +3,8 @@
 // 80): the handshake names only the root (asserted from `openssl s_client`), a device of the 1,000th tenant
 // enrolls and re-enrolls with curl presenting its certificate, and what anonymous callers get stays O(1) in
 // tenants: the unlabelled EST cacerts and the trust bundle hold the platform chain, a labelled cacerts that
-// tenant's chain only, and an unknown label answers exactly like a tenant without a CA.
+// tenant's chain only, and an unknown label answers exactly like a tenant without a CA. Once its tenant CA
+// stops vouching (as a revoked CA will), the device's certificate is refused.
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
@@ -44,6 +45,7 @@ t.test(`enrollment with ${TENANT_CAS} tenant CAs`, async (t) => {
   const ts = await startTestService(t, { ...AUTH_ENV, ...env }, db);
   const base = `https://127.0.0.1:${ts.service.ports.enrollment}`;
   const last = tenants[tenants.length - 1]!;
+  let held: { certPath: string; keyPath: string } | undefined;
 
   await t.test('the handshake names the root alone', async (t) => {
     const names = await acceptableCaNames(ts.service.ports.enrollment!);
@@ -65,6 +67,7 @@ t.test(`enrollment with ${TENANT_CAS} tenant CAs`, async (t) => {
     t.equal(renewed.status, 201, renewed.body);
     t.equal(renewed.json.entity_id, device, 'the certificate presented named the credential renewed');
     t.match(opensslVerify(ca.root, renewed.json.chain_pem, renewed.json.certificate_pem), /OK$/);
+    held = { certPath, keyPath: csr.keyPath };
   });
 
   await t.test('cacerts, the trust bundle and labels stay O(1) in tenants', async (t) => {
@@ -91,5 +94,16 @@ t.test(`enrollment with ${TENANT_CAS} tenant CAs`, async (t) => {
       .map((label) => curl(`${base}/.well-known/est/${label}/cacerts`, serverCert)));
     for (const a of answers) t.same({ status: a.status, body: a.body }, { status: answers[0]!.status, body: answers[0]!.body });
     t.equal(answers[0]!.status, 404);
+  });
+
+  await t.test('a certificate under an authority that no longer vouches for it is refused', async (t) => {
+    // The tenant CA taken out of service (failed; a revoked CA is refused the same way), as every instance hears it.
+    const [authority] = await ts.service.sql`
+      update pki_authorities set status = 'failed', issuance_enabled = false where tenant_id = ${last} returning id`;
+    await ts.service.pki.authoritiesChanged({ authorities: [authority!.id], tenants: [last] });
+    const r = await curlJson(`${base}/pki/reenroll`, serverCert, { csr_pem: opensslCsr(ca.dir).csrPem, idempotency_key: 'scale-3' },
+      ['--cert', held!.certPath, '--key', held!.keyPath]);
+    t.equal(r.status, 401);
+    t.match(r.json.error, `client certificate is no longer trusted: its issuing authority ${authority!.id} (tenant intermediate) is failed`);
   });
 });
