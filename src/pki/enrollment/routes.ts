@@ -104,7 +104,8 @@ export function createEnrollmentRoutes(deps: {
       if (!chain || chain.ders.length === 0) throw notFound(NO_LABEL);
       return est(PKCS7_CERTS_ONLY, certsOnly(chain.ders));
     }
-    const ders = pemBlocks((await pki.certificates.trustBundle()).pem, ['CERTIFICATE']);
+    // The trust bundle as publication caches it (60 s, dropped on authority changes).
+    const ders = pemBlocks(await pki.publishing.trustBundle(), ['CERTIFICATE']);
     if (ders.length === 0) throw notFound('certificate authority (none is configured)');
     return est(PKCS7_CERTS_ONLY, certsOnly(ders));
   }
