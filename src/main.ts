@@ -294,6 +294,14 @@ export async function startService(env: Record<string, string | undefined>, opti
     const reader = createHttpServer('reader', log);
     registerReaderRoutes(reader, messaging, deviceAuth);
     if (config.listeners.reader) servers.set('reader', { server: reader, addr: config.listeners.reader });
+    // Certificate resolution (gRPC ResolveCertificateV2) and the client-certificate verifier of every TLS
+    // listener (enrollment, MQTT over TLS, gRPC mTLS) share one cache, dropped on revocation on every instance.
+    const resolution = createCertificateResolution({
+      sql, hub, certificates: pki.certificates, revocation: pki.revocation, admit: authzRuntime.admitCaller, settings: config.grpc.certificateCache,
+    });
+    closers.push({ name: 'certificate resolution', close: async () => resolution.close() });
+    const clientCertificates = pki.clientCertificates(resolution);
+    closers.push({ name: 'client certificates', close: async () => clientCertificates.close() });
     // Broker (issue 7): node registry, MQTT broker over the same pipeline, broker admin on its own listener.
     const b = config.broker;
     const registry = createNodeRegistry({ url, sql, log, heartbeatMs: b.nodeHeartbeatMs, staleMs: b.nodeStaleMs, pruneMs: b.nodePruneSecs * 1000 });
@@ -351,7 +359,7 @@ export async function startService(env: Record<string, string | undefined>, opti
       log.info('listening', { listener: 'pki_publication', host, port: ports.pki_publication });
     }
     if (config.listeners.grpc) {
-      const server = createGrpcServer(log, config.grpc);
+      const server = createGrpcServer(log, config.grpc, { clientCertificates, verifyToken: auth.verifyToken });
       grpc = server;
       const { unary } = server;
       const verifyToken = auth.verifyToken;
@@ -359,10 +367,6 @@ export async function startService(env: Record<string, string | undefined>, opti
       server.addService('AuthzService', authzGrpcService({ runtime: authzRuntime, verifyToken, unary }));
       server.addService('AuthService', authGrpcService({ verifyToken, authenticateCredential: auth.authenticateCredential, admit, unary }));
       server.addService('AliasService', aliasGrpcService({ aliases: createAliasService({ sql, admit }), verifyToken, unary }));
-      const resolution = createCertificateResolution({
-        sql, hub, certificates: pki.certificates, revocation: pki.revocation, admit, settings: config.grpc.certificateCache,
-      });
-      closers.push({ name: 'certificate resolution', close: async () => resolution.close() });
       server.addService('CertificateService', certificateGrpcService({ resolution, verifyToken, unary }));
       ports.grpc = await server.listen(config.listeners.grpc.host, config.listeners.grpc.port);
       closers.push({ name: 'grpc listener', close: () => server.close(config.shutdownTimeoutSecs * 1000) });
@@ -375,7 +379,7 @@ export async function startService(env: Record<string, string | undefined>, opti
       const e = config.pki.enrollment;
       enrollment = createEnrollmentListener({
         settings: e, rateLimitsEnabled: config.rateLimits.enabled, generatedKeyIssuance: config.pki.generatedKeyIssuanceEnabled,
-        pki, auth, limiter, hub, log: log.child({ component: 'enrollment' }),
+        pki, auth, limiter, hub, log: log.child({ component: 'enrollment' }), clientCertificates,
       });
       const listener = enrollment;
       ports.enrollment = await listener.listen(enrollAddr.host, enrollAddr.port);
@@ -404,7 +408,7 @@ export async function startService(env: Record<string, string | undefined>, opti
       const addr = config.listeners.mqtts;
       ports.mqtts = await mqtt.listenTls(addr.host, addr.port, {
         cert: readPemFile(mqttTls.certPath, 'MQTT TLS certificate'), key: readPemFile(mqttTls.keyPath, 'MQTT TLS key'),
-        clientCa: mqttTls.clientCaPath ? readPemFile(mqttTls.clientCaPath, 'MQTT TLS client CA') : undefined,
+        clientCa: mqttTls.clientCaPath ? readPemFile(mqttTls.clientCaPath, 'MQTT TLS client CA') : undefined, clientCertificates,
       });
       log.info('listening', { listener: 'mqtts', host: addr.host, port: ports.mqtts });
     }

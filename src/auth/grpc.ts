@@ -54,7 +54,7 @@ export function authGrpcService(deps: AuthGrpcDeps): grpc.UntypedServiceImplemen
     AuthenticateCredential: unary<CredentialBody, CredentialResponse>('AuthService.AuthenticateCredential', (body, ctx) => {
       const req: CredentialRequest = { identifier: body.identifier, secret: body.secret, kind: body.kind, tenantId: body.tenant_id, tenantAlias: body.tenant_alias };
       const check = (caller: Principal) => {
-        const match = deps.authenticateCredential(req, caller, admit, ctx.checkpoint, ctx.peer());
+        const match = deps.authenticateCredential(req, caller, admit, ctx.checkpoint, ctx.address());
         return match instanceof Promise ? match.then(matchOf) : matchOf(match);
       };
       const caller = callerOf(ctx.metadata, verifyToken);

@@ -90,15 +90,31 @@ export function callerOf(metadata: grpc.Metadata, verify: VerifyToken): Principa
 /** Thrown by checkpoint() once the client gave up: the rest of the handler's work is skipped. */
 class Abandoned extends Error {}
 
+/**
+ * The client certificate of a call under mutual TLS, once verified (src/grpc/peer.ts): the credential,
+ * entity and tenant when the service issued it; only the subject for an operator's external CA's.
+ */
+export interface CallPeer {
+  credentialId: string | null;
+  entityId: string | null;
+  tenantId: string | null;
+  subject: string | null;
+}
+
+/** Runs before every handler when the listener asks for client certificates: refuses the call, or says who the peer is. */
+export type CallGate = (call: grpc.ServerUnaryCall<unknown, unknown>, metadata: grpc.Metadata) => Promise<CallPeer>;
+
 export interface CallContext {
   readonly metadata: grpc.Metadata;
+  /** The verified client certificate under mutual TLS (null without it): handlers record it with what they write. */
+  peer: CallPeer | null;
   /**
    * Call between steps that cost something (a query, a password hash): throws once the deadline passed
    * or the client cancelled, so work nobody waits for is not done (nor a failed attempt counted).
    */
   checkpoint(): void;
   /** The client's address (the connection's peer, without its port); '' when unknown. */
-  peer(): string;
+  address(): string;
 }
 
 /** grpc-js getPeer(): 'address:port' (IPv6 unbracketed), the address alone, or 'unknown'. */
@@ -140,7 +156,7 @@ function deadlineMs(call: grpc.ServerUnaryCall<unknown, unknown>): number {
   return d instanceof Date ? d.getTime() : d;
 }
 
-export function createUnary(log: Logger): { unary: Unary; stats: CallStats } {
+export function createUnary(log: Logger, gate?: CallGate): { unary: Unary; stats: CallStats } {
   const stats: CallStats = { calls: 0, abandoned: 0, methods: [] };
   const unary: Unary = (method, handler) => {
     const calls: MethodCalls = { method, codes: new Float64Array(STATUS_CODES) };
@@ -150,10 +166,11 @@ export function createUnary(log: Logger): { unary: Unary; stats: CallStats } {
       const deadline = deadlineMs(call);
       const ctx: CallContext = {
         metadata: call.metadata,
+        peer: null,
         checkpoint() {
           if (call.cancelled || deadline <= Date.now()) throw new Abandoned();
         },
-        peer: () => peerAddress(call.getPeer()),
+        address: () => peerAddress(call.getPeer()),
       };
       const fail = (err: unknown) => {
         if (err instanceof Abandoned) {
@@ -169,7 +186,13 @@ export function createUnary(log: Logger): { unary: Unary; stats: CallStats } {
       let result;
       try {
         ctx.checkpoint();
-        result = handler(call.request, ctx);
+        result = gate
+          ? gate(call as grpc.ServerUnaryCall<unknown, unknown>, call.metadata).then((peer) => {
+            ctx.peer = peer;
+            ctx.checkpoint();
+            return handler(call.request, ctx);
+          })
+          : handler(call.request, ctx);
       } catch (err) {
         return fail(err);
       }

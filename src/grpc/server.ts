@@ -9,7 +9,9 @@ import * as protoLoader from '@grpc/proto-loader';
 import type { Logger } from '../log.js';
 import { sourceDir } from '../paths.js';
 import { readPemFile } from '../pem-files.js';
-import { createUnary, type CallStats, type Unary } from './call.js';
+import type { ClientCertificates } from '../pki/index.js';
+import { createUnary, type CallStats, type Unary, type VerifyToken } from './call.js';
+import { createPeerGate } from './peer.js';
 
 /** Read at start from the source tree (the Dockerfile ships src/), like the GraphQL SDL. */
 export const PROTO_FILE = path.join(sourceDir, 'grpc', 'proto', 'atom', 'v1', 'atom.proto');
@@ -37,7 +39,10 @@ export function serviceOf(services: grpc.GrpcObject, name: ServiceName): grpc.Se
 export interface GrpcTls {
   tlsCertPath?: string | undefined;
   tlsKeyPath?: string | undefined;
-  /** Set: clients must present a certificate signed by this CA (mTLS). */
+  /**
+   * Set: clients must present a certificate whose chain verifies against this file (mTLS); one the service
+   * issued must also be active in its records (src/grpc/peer.ts).
+   */
   clientCaPath?: string | undefined;
 }
 
@@ -106,10 +111,18 @@ export interface GrpcServer {
   close(timeoutMs: number): Promise<void>;
 }
 
-export function createGrpcServer(log: Logger, settings: GrpcSettings): GrpcServer {
+/** What mutual TLS checks each call with: the client-certificate verifier, and the bearer verifier for the binding. */
+export interface GrpcPeers {
+  clientCertificates: ClientCertificates;
+  verifyToken: VerifyToken;
+}
+
+export function createGrpcServer(log: Logger, settings: GrpcSettings, peers?: GrpcPeers): GrpcServer {
   const services = loadServices();
   const server = new grpc.Server(serverOptions(settings));
-  const { unary, stats } = createUnary(log);
+  const mutual = Boolean(settings.tlsCertPath && settings.tlsKeyPath && settings.clientCaPath);
+  if (mutual && !peers) throw new Error('gRPC mutual TLS needs the client-certificate verifier');
+  const { unary, stats } = createUnary(log, mutual && peers ? createPeerGate(peers) : undefined);
   const hooked = new WeakSet<object>();
   let started = false;
   return {

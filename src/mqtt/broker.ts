@@ -16,6 +16,7 @@ import { createMqttMetrics, type MqttCounters, type MqttErrors, type TrackedConn
 import { createBrokerBackend } from './persistence.js';
 import { hardenBroker, hardenClient } from './prototype-keys.js';
 import { watchSubscribedChannels } from './remote-watch.js';
+import { certificateCheck, certificateRefusal, tlsPeerOptions, type CertificateCheck, type TlsPeerSettings } from './tls-peers.js';
 import { channelTopic, filterMatches, parseSubscribeFilter } from './topics.js';
 
 export interface MqttConfig {
@@ -43,11 +44,13 @@ export interface MqttSnapshot {
 /** What the broker reads and writes a client's bytes through: a TCP socket, or a WebSocket's stream. */
 export type MqttConnection = Duplex & TrackedConnection;
 
-/** PEM contents of a TLS listener; with clientCa, clients must present a certificate it signed. */
-export interface MqttTlsOptions {
+/**
+ * PEM contents of a TLS listener. Client certificates are checked by the service's verifier (src/mqtt/tls-peers.ts);
+ * with clientCa, every client must present one, and one that CA signed (not the service) is accepted by chain.
+ */
+export interface MqttTlsOptions extends TlsPeerSettings {
   cert: Buffer;
   key: Buffer;
-  clientCa?: Buffer | undefined;
 }
 
 export interface MqttBroker {
@@ -98,7 +101,10 @@ export async function createMqttBroker(deps: MqttDeps): Promise<MqttBroker> {
   const metrics = createMqttMetrics();
   /** Set when close() begins: from then on PUBLISHes are refused unstored, so the last PUBACKs can be flushed. */
   let closing = false;
+  /** MQTT over TLS: each connection's client-certificate check, by its socket (aedes' client.conn). */
+  const certificates = new WeakMap<object, CertificateCheck>();
   const hooks = createHooks({
+    certificateOf: (client) => certificates.get(client.conn),
     auth: deps.auth, messaging: deps.messaging, authz: deps.authz, metrics, log,
     denyAction: config.denyAction, maxSubscriptions: config.maxSubscriptions, closing: () => closing,
     alreadyReceived: (client, packet) => persistence.incomingGetPacket(client, packet).then(() => true, () => false),
@@ -219,13 +225,15 @@ export async function createMqttBroker(deps: MqttDeps): Promise<MqttBroker> {
       try {
         const identity = await deps.auth.authenticateDeviceKey(key);
         let ok = identity !== null && identity.status === 'active' && identity.entityId === hooks.identityOf(client)?.entityId;
+        const certificate = hooks.certificateOf(client);
+        if (ok && certificate && identity) ok = certificateRefusal(await certificate(), identity.entityId) === null;
         for (const topic of Object.keys(client.subscriptions)) {
           const filter = parseSubscribeFilter(topic);
           if (!ok || !filter || !identity) break;
           ok = await deps.messaging.authorizeSubscribe({ device: identity }, filter.workspaceId, filter.channelId).then(() => true, () => false);
         }
         if (!ok) {
-          log.info('mqtt client closed: key or subscription no longer allowed', { clientId: client.id });
+          log.info('mqtt client closed: key, certificate or subscription no longer allowed', { clientId: client.id });
           // MQTT 5 clients get a DISCONNECT saying why; older ones are closed.
           client.disconnect({ reasonCode: V5_NOT_AUTHORIZED });
         }
@@ -251,11 +259,13 @@ export async function createMqttBroker(deps: MqttDeps): Promise<MqttBroker> {
     listen(host, port) {
       return bind(server, host, port);
     },
-    listenTls(host, port, options) {
+    async listenTls(host, port, options) {
       const mutual = options.clientCa !== undefined;
-      tlsServer = tls.createServer({
-        cert: options.cert, key: options.key, ca: options.clientCa, requestCert: mutual, rejectUnauthorized: mutual, minVersion: 'TLSv1.2',
-      }, (socket) => {
+      tlsServer = tls.createServer({ cert: options.cert, key: options.key, ...(await tlsPeerOptions(options)), minVersion: 'TLSv1.2' }, (socket) => {
+        // With an operator's client CA a certificate is mandatory: refused before any MQTT is read.
+        if (mutual && !socket.getPeerX509Certificate()) return void socket.destroy();
+        const certificate = certificateCheck(socket, options);
+        if (certificate) certificates.set(socket, certificate);
         socket.setNoDelay(true);
         accept(socket);
       });

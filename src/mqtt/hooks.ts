@@ -8,6 +8,7 @@ import type { Logger } from '../log.js';
 import { mediaTypeOf, SENML_JSON, type Messaging } from '../messaging/index.js';
 import { holdDeliveriesUntilConnack } from './connack-first.js';
 import type { MqttMetrics } from './metrics.js';
+import { certificateRefusal, type CertificateCheck } from './tls-peers.js';
 import { parsePublishTopic, parseSubscribeFilter, type ChannelTopic } from './topics.js';
 
 export type DenyAction = 'ignore' | 'disconnect';
@@ -15,6 +16,8 @@ export type DenyAction = 'ignore' | 'disconnect';
 interface Session {
   identity: DeviceIdentity;
   key: string;
+  /** MQTT over TLS with a client certificate: checked again with the key (a revocation ends the session). */
+  certificate: CertificateCheck | undefined;
   /** When the key was last confirmed (Date.now()). */
   checkedAt: number;
   /** Parsed publish topics: a device publishes to a handful of topics over and over. */
@@ -45,6 +48,8 @@ export interface HookDeps {
   closing(): boolean;
   /** A QoS 2 PUBLISH aedes already holds (a DUP resent before our PUBREC arrived): stored already. */
   alreadyReceived(client: Client, packet: PublishPacket): Promise<boolean>;
+  /** The check of the client certificate the connection presented over TLS, if any. */
+  certificateOf?(client: Client): CertificateCheck | undefined;
 }
 
 // CONNACK return codes of MQTT 3.1.1 (3.2.2.3); aedes maps them to MQTT 5 reason codes (0x88, 0x86, 0x87).
@@ -95,7 +100,8 @@ export function createHooks(deps: HookDeps) {
     const key = password.toString('utf8');
     // TCP and TLS sockets know their peer; MQTT over WebSocket streams carry it as remoteAddress too.
     const from = { ip: (client.conn as { remoteAddress?: string }).remoteAddress ?? '' };
-    auth.authenticateDeviceKey(key, from).then((identity) => {
+    const certificate = deps.certificateOf?.(client);
+    Promise.all([auth.authenticateDeviceKey(key, from), certificate?.() ?? null]).then(([identity, verdict]) => {
       if (!identity || identity.entityId.toLowerCase() !== username.toLowerCase()) {
         metrics.counters.errors.auth++;
         return done(connectError(BAD_USERNAME_OR_PASSWORD, 'bad username or password'), false);
@@ -104,11 +110,17 @@ export function createHooks(deps: HookDeps) {
         metrics.counters.errors.auth++;
         return done(connectError(NOT_AUTHORIZED, 'device is not active'), false);
       }
+      // A certificate the service issued binds the connection to its entity: another device's key is refused.
+      const refused = verdict && certificateRefusal(verdict, identity.entityId);
+      if (refused) {
+        metrics.counters.errors.auth++;
+        return done(connectError(NOT_AUTHORIZED, refused), false);
+      }
       // Client ids are chosen by clients, and MQTT lets a CONNECT with a taken id take over that session
       // (its subscriptions and queued messages). Scoping the id by the authenticated device keeps one
       // device from reaching another's session; aedes reads client.id only after this hook.
       (client as { id: string }).id = `${identity.entityId}/${client.id}`;
-      sessions.set(client, { identity, key, checkedAt: Date.now(), topics: new Map(), tail: Promise.resolve(), filters: new Map() });
+      sessions.set(client, { identity, key, certificate, checkedAt: Date.now(), topics: new Map(), tail: Promise.resolve(), filters: new Map() });
       holdDeliveriesUntilConnack(client);
       done(null, true);
     }, (err: unknown) => {
@@ -163,6 +175,8 @@ export function createHooks(deps: HookDeps) {
       if (!current || current.entityId !== session.identity.entityId) {
         throw Object.assign(new Error('shared key no longer valid'), { refusal: 'auth' });
       }
+      const refused = session.certificate && certificateRefusal(await session.certificate(), current.entityId);
+      if (refused) throw Object.assign(new Error(refused), { refusal: 'auth' });
       session.identity = identity = current;
       session.checkedAt = now;
     }
@@ -252,6 +266,7 @@ export function createHooks(deps: HookDeps) {
     },
     identityOf: (client: Client) => sessions.get(client)?.identity,
     keyOf: (client: Client) => sessions.get(client)?.key,
+    certificateOf: (client: Client) => sessions.get(client)?.certificate,
     /** Resolves when every PUBLISH being stored has been answered (shutdown waits for this). */
     async settle(): Promise<void> {
       while (inFlight.size) await Promise.allSettled([...inFlight]);

@@ -7,7 +7,8 @@ import { pageOf } from '../db/paging.js';
 import { forbidden, invalidInput, notFound } from '../errors.js';
 import * as v from '../validate.js';
 import type { PkiAccess, SubjectEntity } from './access.js';
-import { selectByFingerprint as selectAuthorityByFingerprint, selectLiveAuthorities } from './authority-queries.js';
+import { selectByFingerprint as selectAuthorityByFingerprint } from './authority-queries.js';
+import { selectPlatformChain } from './chain-queries.js';
 import * as cq from './certificate-queries.js';
 import { derToPem, sha256Hex } from './der.js';
 import { normaliseFingerprint, normaliseSerial } from './revocation.js';
@@ -160,16 +161,16 @@ export function createCertificateReads(deps: { sql: Sql; access: PkiAccess; list
     record: (credentialId: string) => (v.isUuid(credentialId) ? cq.selectCertificate(sql, credentialId) : Promise.resolve(undefined)),
 
     /**
-     * Trust anchors and intermediates as PEM: the active root(s) first, then every authority that can still
-     * have valid certificates below it (active, retiring, retired, not expired), parents before children.
+     * Trust anchors as PEM, O(1) in tenants: the active root(s) first, then the platform intermediates and
+     * platform leaf issuers that can still have valid certificates below them (active, retiring, retired,
+     * not expired), parents first. Tenant authorities are not listed: each tenant's chain is published
+     * under its EST label, and every leaf names its issuer's certificate (caIssuers URL).
      */
     async trustBundle(): Promise<{ roots: string; intermediates: string; pem: string }> {
-      const now = Date.now();
-      const rows = (await selectLiveAuthorities(sql)).filter((r) => r.certificate_der && r.status !== 'pending' && (r.not_after?.getTime() ?? 0) > now);
-      const rank = { root: 0, platform_intermediate: 1, platform_leaf_issuer: 2, tenant_intermediate: 3 } as const;
-      rows.sort((a, b) => rank[a.kind] - rank[b.kind]);
-      const roots = rows.filter((r) => r.kind === 'root' && r.status === 'active').map((r) => derToPem(r.certificate_der as Buffer, 'CERTIFICATE')).join('');
-      const intermediates = rows.filter((r) => r.kind !== 'root').map((r) => derToPem(r.certificate_der as Buffer, 'CERTIFICATE')).join('');
+      const rows = await selectPlatformChain(sql);
+      const pem = (root: boolean) => rows.filter((r) => (r.kind === 'root') === root).map((r) => derToPem(r.certificate_der as Buffer, 'CERTIFICATE')).join('');
+      const roots = pem(true);
+      const intermediates = pem(false);
       return { roots, intermediates, pem: roots + intermediates };
     },
   };

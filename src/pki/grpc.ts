@@ -54,7 +54,7 @@ export function certificateGrpcService(deps: { resolution: CertificateResolution
       const caller = await callerOf(ctx.metadata, verifyToken);
       ctx.checkpoint();
       // uint64 travels as a decimal string (LOADER_OPTIONS longs: String).
-      return { revoked: String(await resolution.revokeEntity(caller, r.entity_id, r.reason)) };
+      return { revoked: String(await resolution.revokeEntity(caller, r.entity_id, r.reason, null, ctx.peer?.credentialId ?? null)) };
     }),
   };
 }

@@ -7,12 +7,15 @@ import type { Queryable, Sql } from '../db/client.js';
 import type { NotifyHub } from '../db/notify-hub.js';
 import type { GraphqlModule } from '../graphql/schema.js';
 import type { Logger } from '../log.js';
+import type { ResolvedCertificate } from './certificates.js';
 import { createPkiAccess } from './access.js';
 import { createAuthorities } from './authorities.js';
 import { bootstrapFromConfig, checkStoredKeys } from './authority-bootstrap.js';
 import { createProvisioning } from './authority-provisioning.js';
 import { selectLiveAuthorities } from './authority-queries.js';
 import { createCertificateReads } from './certificates.js';
+import { createChains } from './chains.js';
+import { createClientCertificates } from './client-certificates.js';
 import { createIssuance } from './issuance.js';
 import { createIssuanceWriter } from './issuance-writer.js';
 import { createCsrReader } from './csr-reader.js';
@@ -44,6 +47,7 @@ export { readCsr, readCsrDer, type CsrRequest } from './csr.js';
 export { derToPem, pemBlocks, sha256Hex, signatureAlgorithmDer, REVOCATION_REASONS, REASON_CODES, type RevocationReason } from './der.js';
 export { publicationUrls } from './extensions.js';
 export { createCertificateResolution, type CertificateResolution } from './resolution.js';
+export type { ClientCertificates, ClientCertificateVerdict, PresentedCertificate, VerifyOptions } from './client-certificates.js';
 export { certificateGrpcService } from './grpc.js';
 
 export interface PkiSettings {
@@ -102,6 +106,7 @@ export function createPki(deps: PkiDeps) {
   const revocation = createRevocation({ sql: scopedSql, hub, access, audit, published: publication.coherence });
   const profiles = createProfiles({ sql: scopedSql, access, audit, changed: (id) => registry.changed({ profiles: [id], all: true }) });
   const authorities = createAuthorities({ sql: scopedSql, access, provisioning, registry });
+  const chains = createChains({ sql, hub });
   let stopping = false;
   let reconciling: Promise<unknown> | undefined;
 
@@ -154,8 +159,16 @@ export function createPki(deps: PkiDeps) {
       issuer: (issuerId: string) => registry.issuer(issuerId),
       ledger: (issuerId: string, afterId = '0', limit = 10_000, notAfterFrom: Date | null = null) => selectIssuerLedger(sql, issuerId, afterId, limit, notAfterFrom),
     },
-    /** For EST csrattrs: the key algorithms the default certificate profile accepts. */
-    defaultProfile: () => registry.profile(null).then((p) => p?.profile ?? null),
+    /** For EST csrattrs: the key algorithms the default certificate profile accepts (a tenant's issuer's, given its profile id). */
+    defaultProfile: (profileId: string | null = null) => registry.profile(profileId).then((p) => p?.profile ?? null),
+    /** Chains O(1) in tenants: active roots, the platform chain, a tenant's chain by EST label (alias or id). */
+    chains,
+    /**
+     * The client-certificate verifier of the TLS listeners (enrollment, MQTT over TLS, gRPC mTLS), over the
+     * resolution cache the composition root creates once (src/pki/resolution.ts).
+     */
+    clientCertificates: (resolution: { certificate: (der: Uint8Array) => Promise<ResolvedCertificate | null> }) =>
+      createClientCertificates({ sql, hub, registry, chains, resolve: resolution.certificate }),
     /** The public routes (trust bundle, issuer certificates, CRLs, OCSP) on the management listener. */
     registerPublicRoutes: (server: HttpServer, limiter: RateLimiter) => publication.registerRoutes(server, limiter),
     /** The same routes on their own node:http listener (SVC_PKI_PUBLICATION_ADDR), for HTTP/1.0 clients. */
@@ -167,6 +180,7 @@ export function createPki(deps: PkiDeps) {
 
     async close(): Promise<void> {
       stopping = true;
+      chains.close();
       await reconciling;
       await csrs.close();
     },

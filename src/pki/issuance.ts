@@ -25,7 +25,7 @@ import { ledgerEntryFor, revocationAudit, revocationInstant, revocationOutbox } 
  * may only issue for itself, and renew only the exact certificate it presented.
  */
 export type Caller =
-  | { kind: 'principal'; principal: Principal; requestId?: string | null; via?: string }
+  | { kind: 'principal'; principal: Principal; requestId?: string | null; via?: string; clientCertificateId?: string | null }
   | { kind: 'subject'; entityId: string; requestId?: string | null; via: string; presentedCredentialId?: string | null };
 
 export interface IssueInput {

@@ -1,5 +1,5 @@
-// Certificate resolution for services that terminate mTLS themselves (gRPC CertificateService): a leaf by
-// its DER, its SHA-256 fingerprint, or its issuer's fingerprint and serial, to the entity, tenant and
+// Certificate resolution for services that terminate mTLS themselves (gRPC CertificateService) and for the
+// service's own TLS listeners (their client-certificate verifier): a leaf by its DER, its SHA-256 fingerprint, or its issuer's fingerprint and serial, to the entity, tenant and
 // credential it stands for; and revoking all of an entity's certificates through the revocation service
 // (the same ledger, audit and outbox as GraphQL revokeEntityCertificates).
 //
@@ -163,14 +163,27 @@ export function createCertificateResolution(deps: {
       return unknown(caller, scopeOf(caller, expected), 'certificate');
     },
 
-    /** Every active certificate of the entity, through the revocation service; the number revoked. */
-    async revokeEntity(caller: Principal, entityIdValue: string, reasonValue: string, requestId: string | null = null): Promise<number> {
+    /**
+     * A leaf presented in a TLS handshake, for the listeners' verifier (src/pki/client-certificates.ts):
+     * the same cache as resolve(), without a caller: the listener itself is asking.
+     */
+    async certificate(der: Uint8Array): Promise<Resolution | null> {
+      const fingerprint = sha256Hex(der);
+      const found = await find({ key: `fp:${fingerprint}`, load: () => certificates.byFingerprint(fingerprint) });
+      return found ? { ...found, status: statusNow(found) } : null;
+    },
+
+    /**
+     * Every active certificate of the entity, through the revocation service; the number revoked. The
+     * client certificate of the call (mutual TLS), when the service issued it, is named in the audit events.
+     */
+    async revokeEntity(caller: Principal, entityIdValue: string, reasonValue: string, requestId: string | null = null, clientCertificateId: string | null = null): Promise<number> {
       const entityId = v.uuid('entity_id', entityIdValue);
       const reason = revocationReason(reasonValue === '' ? undefined : reasonValue);
       const entity = await selectEntityTenant(sql, entityId);
       if (!entity || !(await admitted(caller, entity.tenant_id))) return unknown(caller, scopeOf(caller, null), 'entity');
       // The revocation service applies its own rule too (credential manage over the entity), as for GraphQL.
-      return revocation.revokeEntity({ kind: 'principal', principal: caller, requestId, via: 'grpc' }, entityId, reason);
+      return revocation.revokeEntity({ kind: 'principal', principal: caller, requestId, via: 'grpc', clientCertificateId }, entityId, reason);
     },
 
     stats,

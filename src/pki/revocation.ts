@@ -61,6 +61,8 @@ export function normaliseFingerprint(value: unknown): string {
 
 const actorOf = (c: Caller) => (c.kind === 'principal' ? c.principal.entityId : c.entityId);
 const viaOf = (c: Caller) => (c.kind === 'principal' ? c.via ?? 'graphql' : c.via);
+/** The client certificate a principal called with over mutual TLS, named in what it revokes. */
+const clientCertificateOf = (c: Caller) => (c.kind === 'principal' && c.clientCertificateId ? { client_certificate_id: c.clientCertificateId } : {});
 
 /** Told of revocations: written inside a transaction (pending), and committed (before the call returns). */
 export interface RevocationWatcher {
@@ -192,7 +194,7 @@ export function createRevocation(deps: { sql: Sql; hub: NotifyHub; access: PkiAc
       if (!entity) throw notFound('entity');
       if (caller.kind === 'principal' ? !(await access.mayManage(caller.principal, entity)) : caller.entityId !== id) throw forbidden();
       const entries = await sql.begin(async (tx) => revokeRows(tx, await rq.lockActiveOfEntity(tx, id), reason, actorOf(caller), {
-        requestId: caller.requestId, via: viaOf(caller), details: { scope: 'entity' },
+        requestId: caller.requestId, via: viaOf(caller), details: { scope: 'entity', ...clientCertificateOf(caller) },
       }));
       committed(entries);
       return entries.length;

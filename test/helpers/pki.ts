@@ -6,6 +6,8 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { newKek } from './ca-keys.js';
+import { ok } from './management.js';
+import type { TestService } from './service.js';
 
 interface Teardown {
   teardown(fn: () => unknown): void;
@@ -112,3 +114,19 @@ export const AUTHORITY_FIELDS = `id tenantId parentId kind version status issuan
   authorityKeyId certificatePem chainPem csrPem keyBackend keyAlgorithm provisioningMode managedBy failureReason defaultProfileId notBefore notAfter
   createdAt activatedAt retiringAt retiredAt updatedAt ocspUrl caIssuersUrl crlDistributionPointUrl`;
 export const AUTHORITIES = `query ($t: ID) { pkiAuthorities(tenantId: $t) { ${AUTHORITY_FIELDS} } }`;
+
+export interface HeldCertificate {
+  credentialId: string;
+  certificatePem: string;
+  /** The issuer's chain below the root, as issuance answers it. */
+  chainPem: string;
+  keyPem: string;
+}
+
+/** A certificate issued through GraphQL for `entityId` (openssl key and CSR), with the key its holder keeps. */
+export async function issueHeld(ts: TestService, token: string, dir: string, entityId: string): Promise<HeldCertificate> {
+  const csr = opensslCsr(dir);
+  const out = (await ok(ts, token, ISSUE_CSR, { i: { entityId, csrPem: csr.csrPem, idempotencyKey: `held-${Math.random().toString(36).slice(2)}` } }))
+    .issueCertificateFromCsrV2;
+  return { credentialId: out.certificate.credentialId, certificatePem: out.certificate.certificatePem, chainPem: out.chainPem, keyPem: readFileSync(csr.keyPath, 'utf8') };
+}

@@ -32,7 +32,7 @@ export async function startTestService(
   t: Teardown,
   env: Record<string, string> = {},
   db?: TestDatabase,
-  options: { mailer?: Mailer } = {},
+  options: { mailer?: Mailer; log?: Logger } = {},
 ): Promise<TestService> {
   const database = db ?? (await createTestDatabase());
   const service = await startService({
@@ -40,7 +40,7 @@ export async function startTestService(
     SVC_RATE_LIMIT_ENABLED: 'false',
     ...env,
     DATABASE_URL: database.url,
-  }, { log: testLogger(), ...options });
+  }, { ...options, log: options.log ?? testLogger() });
   t.teardown(async () => {
     await service.stop();
     if (!db) await database.drop();
@@ -54,6 +54,12 @@ export async function startTestService(
       return `http://127.0.0.1:${port}`;
     },
   };
+}
+
+/** A debug-level logger keeping every entry (parsed), for tests that assert what is logged and how. */
+export function capturingLogger(): { log: Logger; entries: Record<string, any>[] } {
+  const entries: Record<string, any>[] = [];
+  return { entries, log: createLogger('debug', (line) => { entries.push(JSON.parse(line)); }) };
 }
 
 /** POST /graphql and return the parsed body. */

@@ -1,25 +1,32 @@
 // EST (RFC 7030) with curl and openssl as a device would run them: cacerts → simpleenroll (Basic with the
 // entity id and shared key, and Bearer) → simplereenroll presenting the issued certificate → serverkeygen,
 // each answer decoded with `openssl pkcs7` and checked with `openssl verify`; csrattrs parsed by openssl.
+// Labelled routes (/.well-known/est/<tenant alias>/...) enroll only that tenant's entities; a retried
+// serverkeygen gets a new key and certificate (keys are never kept); a client that goes away mid-request
+// is logged at debug, without a stack.
 import { X509Certificate } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { connect as tlsConnect } from 'node:tls';
 import t from 'tap';
-import { adminToken, login, startAuthService } from '../helpers/auth.js';
+import { AUTH_ENV, adminToken, login, startAuthService } from '../helpers/auth.js';
 import { curl, enrollmentEnv, estCsrFile, openssl, pkcs7Certs } from '../helpers/enrollment.js';
 import { createEntity, createTenant, ok } from '../helpers/management.js';
 import { certPublicKey, keyPublicKey, makeCaFiles, opensslVerify } from '../helpers/pki.js';
+import { capturingLogger, startTestService } from '../helpers/service.js';
+import { waitUntil } from '../helpers/wait.js';
 
 const PKCS10 = ['-H', 'content-type: application/pkcs10'];
 
 t.test('EST flow', async (t) => {
   const ca = makeCaFiles(t);
   const { env, serverCert } = await enrollmentEnv(ca, { SVC_PKI_GENERATED_KEY_ISSUANCE_ENABLED: 'true' });
-  const ts = await startAuthService(t, env);
+  const logged = capturingLogger();
+  const ts = await startTestService(t, { ...AUTH_ENV, ...env }, undefined, { log: logged.log });
   const est = `https://127.0.0.1:${ts.service.ports.enrollment}/.well-known/est`;
   const admin = await adminToken(ts);
-  const tenantId = await createTenant(ts, admin, 'acme');
-  const otherTenant = await createTenant(ts, admin, 'globex');
+  const tenantId = await createTenant(ts, admin, 'acme', 'acme');
+  const otherTenant = await createTenant(ts, admin, 'globex', 'globex');
   const device = await createEntity(ts, admin, { kind: 'device', name: 'est-device', tenantId });
   const sharedKey = (await ok(ts, admin, 'mutation ($e: ID!) { createSharedKey(entityId: $e, input: {}) { key } }', { e: device })).createSharedKey.key as string;
   const basic = ['-u', `${device}:${sharedKey}`];
@@ -30,10 +37,15 @@ t.test('EST flow', async (t) => {
     t.equal(cacerts.status, 200);
     t.match(cacerts.headers['content-type'], 'application/pkcs7-mime; smime-type=certs-only');
     t.equal(cacerts.headers['content-transfer-encoding'], 'base64');
-    const anchors = await pkcs7Certs(ca.dir, cacerts.body);
+    const platform = await pkcs7Certs(ca.dir, cacerts.body);
+    t.equal(platform.split('BEGIN CERTIFICATE').length - 1, 3, 'unlabelled: root, platform intermediate and platform leaf issuer');
+    t.match(platform, readFileSync(ca.root, 'utf8').trim().split('\n')[1]!, 'the root is among them');
+    // The tenant's own chain is under its label (the alias): what its devices verify their certificates with.
+    const labelled = await curl(`${est}/acme/cacerts`, serverCert);
+    t.equal(labelled.status, 200);
+    const anchors = await pkcs7Certs(ca.dir, labelled.body);
     writeFileSync(f('cacerts.pem'), anchors);
-    t.ok(anchors.split('BEGIN CERTIFICATE').length - 1 >= 3, 'root, platform intermediate and issuers');
-    t.match(anchors, readFileSync(ca.root, 'utf8').trim().split('\n')[1]!, 'the root is among them');
+    t.equal(anchors.split('BEGIN CERTIFICATE').length - 1, 3, 'labelled: root, platform intermediate and the tenant CA');
 
     const csr = await estCsrFile(ca.dir);
     const enrolled = await curl(`${est}/simpleenroll`, serverCert, ['-X', 'POST', ...PKCS10, '--data-binary', `@${csr.file}`, ...basic]);
@@ -111,6 +123,68 @@ t.test('EST flow', async (t) => {
     const strangerKey = (await ok(ts, admin, 'mutation ($e: ID!) { createSharedKey(entityId: $e, input: {}) { key } }', { e: stranger })).createSharedKey.key as string;
     const crossed = await curl(`${est}/simpleenroll`, serverCert, ['-X', 'POST', ...PKCS10, '--data-binary', `@${csr.file}`, '-u', `${device}:${strangerKey}`]);
     t.equal(crossed.status, 401, "another tenant's key does not authenticate this device");
+  });
+  /** The multipart answer of serverkeygen: the key (PKCS#8 PEM) and the certificate (PEM), through openssl. */
+  async function keygenParts(body: string, contentType: string | undefined, name: string) {
+    const boundary = /boundary=([^;\s]+)/.exec(contentType ?? '')?.[1];
+    const parts = body.split(`--${boundary}`).slice(1, -1).map((p) => p.split('\r\n\r\n')[1]!);
+    writeFileSync(f(`${name}.key.b64`), parts[0]!);
+    await openssl(['base64', '-d', '-in', f(`${name}.key.b64`), '-out', f(`${name}.key.der`)]);
+    return { keyPem: await openssl(['pkey', '-inform', 'DER', '-in', f(`${name}.key.der`)]), certPem: await pkcs7Certs(ca.dir, parts[1]!) };
+  }
+
+  await t.test('a retried serverkeygen gets a new key and certificate: the key is never kept, so nothing can be replayed', async (t) => {
+    const csr = await estCsrFile(ca.dir);
+    const ask = () => curl(`${est}/serverkeygen`, serverCert, ['-X', 'POST', ...PKCS10, '--data-binary', `@${csr.file}`, ...basic]);
+    const first = await ask();
+    const retried = await ask();
+    t.equal(first.status, 200);
+    t.equal(retried.status, 200);
+    const a = await keygenParts(first.body, first.headers['content-type'], 'retry-a');
+    const b = await keygenParts(retried.body, retried.headers['content-type'], 'retry-b');
+    t.not(a.certPem, b.certPem, 'two certificates');
+    t.not(keyPublicKey(a.keyPem), keyPublicKey(b.keyPem), 'two keys');
+    t.equal(certPublicKey(b.certPem), keyPublicKey(b.keyPem), 'each answer pairs its key with its certificate');
+    t.equal(certPublicKey(a.certPem), keyPublicKey(a.keyPem));
+  });
+
+  await t.test('labelled routes enroll the entities of the tenant the label names, and no other', async (t) => {
+    const csr = await estCsrFile(ca.dir);
+    const own = await curl(`${est}/acme/simpleenroll`, serverCert, ['-X', 'POST', ...PKCS10, '--data-binary', `@${csr.file}`, ...basic]);
+    t.equal(own.status, 200, 'under its tenant\'s alias');
+    const leaf = await pkcs7Certs(ca.dir, own.body);
+    const anchors = await pkcs7Certs(ca.dir, (await curl(`${est}/${tenantId}/cacerts`, serverCert)).body);
+    t.match(opensslVerify(ca.root, anchors, leaf), /OK$/, 'verifies with the chain under the tenant id label');
+    writeFileSync(f('labelled-leaf.pem'), leaf);
+    const renewed = await curl(`${est}/acme/simplereenroll`, serverCert, ['-X', 'POST', ...PKCS10, '--data-binary', `@${(await estCsrFile(ca.dir, csr.keyPath)).file}`,
+      '--cert', f('labelled-leaf.pem'), '--key', csr.keyPath]);
+    t.equal(renewed.status, 200, 'simplereenroll under the label');
+    const other = await curl(`${est}/globex/simpleenroll`, serverCert, ['-X', 'POST', ...PKCS10, '--data-binary', `@${csr.file}`, ...basic]);
+    const unknown = await curl(`${est}/nowhere/simpleenroll`, serverCert, ['-X', 'POST', ...PKCS10, '--data-binary', `@${csr.file}`, ...basic]);
+    t.equal(other.status, 404, 'another tenant\'s label');
+    t.same(other.body, unknown.body, 'answered like an unknown label');
+    const anonymous = await curl(`${est}/globex/simpleenroll`, serverCert, ['-X', 'POST', ...PKCS10, '--data-binary', `@${csr.file}`]);
+    t.equal(anonymous.status, 401, 'authentication comes first: the label tells an anonymous caller nothing');
+  });
+
+  await t.test('a client that goes away mid-request is logged at debug, without a stack', async (t) => {
+    const before = logged.entries.length;
+    // Expect: 100-continue makes the listener say when the request reached its handler; then the client leaves.
+    const socket = tlsConnect({ host: '127.0.0.1', port: ts.service.ports.enrollment!, rejectUnauthorized: false });
+    await new Promise<void>((resolve, reject) => {
+      socket.once('secureConnect', () => socket.write(['POST /.well-known/est/simpleenroll HTTP/1.1', 'Host: 127.0.0.1', 'Content-Type: application/pkcs10',
+        'Content-Length: 4000', 'Expect: 100-continue', '', ''].join('\r\n')));
+      socket.once('data', (chunk) => (/^HTTP\/1\.1 100/.test(chunk.toString()) ? resolve() : reject(new Error(chunk.toString()))));
+      socket.once('error', reject);
+    });
+    socket.write('MIIB');
+    socket.destroy();
+    await waitUntil(() => logged.entries.slice(before).some((e) => e.msg === 'enrollment client went away before its answer'), 5000, 'the abort logged');
+    const since = logged.entries.slice(before);
+    const entry = since.find((e) => e.msg === 'enrollment client went away before its answer')!;
+    t.equal(entry.level, 'debug');
+    t.notMatch(JSON.stringify(entry), /stack|\n\s+at /, 'no stack trace');
+    t.same(since.filter((e) => e.level === 'error' || e.level === 'warn'), [], 'nothing at warn or error');
   });
 });
 

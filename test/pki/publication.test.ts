@@ -27,15 +27,17 @@ t.test('trust bundle, CRL and OCSP', async (t) => {
   const issuerFile = file('issuer.pem', issuerPem);
   const leafFile = file('leaf.pem', leaf.certificatePem);
 
-  await t.test('trust bundle: public, PEM, verifies an issued leaf', async (t) => {
+  await t.test('trust bundle: public, PEM, the platform chain; verifies an issued leaf with the issuer it names', async (t) => {
     const res = await fetch(`${base}/certs/trust-bundle.pem`);
     t.equal(res.status, 200);
     t.match(res.headers.get('content-type'), /pem/);
     const pem = await res.text();
     t.ok(pem.startsWith('-----BEGIN CERTIFICATE-----'));
+    t.equal(pem.match(/BEGIN CERTIFICATE/g)?.length, 3, 'root, platform intermediate, platform leaf issuer: no tenant CA');
     const bundle = file('bundle.pem', pem);
-    const out = await sh('openssl', ['verify', '-CAfile', bundle, leafFile]);
-    t.match(out, /leaf\.pem: OK/, 'openssl verify -CAfile bundle leaf');
+    // A tenant's leaf: its issuer comes with it (a TLS peer's chain, or its caIssuers URL), the anchors from the bundle.
+    const out = await sh('openssl', ['verify', '-CAfile', bundle, '-untrusted', issuerFile, leafFile]);
+    t.match(out, /leaf\.pem: OK/, 'openssl verify -CAfile bundle -untrusted issuer leaf');
   });
 
   await t.test('issuer certificate (caIssuers URL) is the DER of the issuer', async (t) => {

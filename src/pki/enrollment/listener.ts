@@ -1,7 +1,8 @@
 // The enrollment listener (SVC_PKI_ENROLLMENT_*): node:https, because the routes need the client
-// certificate verified in the handshake, which uWS cannot show. Client certificates are requested and
-// verified against the service's own trust bundle (root and every live issuer, reloaded when an authority
-// changes), but not required: a bad one reaches the route, which answers why it was refused. Connections
+// certificate presented in the handshake, which uWS cannot show. Client certificates are requested naming
+// only the active roots as acceptable CAs (never every tenant's CA: the list is capped at 64 KiB), and not
+// required: the routes that need one verify it with the service's client-certificate verifier
+// (src/pki/client-certificates.ts: records, issuer, revocation) and answer why it was refused. Connections
 // are capped overall and per client address before the handshake starts; handshakes, headers, requests and
 // idle connections are cut at their timeouts, so a slow client holds its slot no longer than those.
 import { constants, X509Certificate } from 'node:crypto';
@@ -16,7 +17,7 @@ import type { NotifyHub } from '../../db/notify-hub.js';
 import { AppError, isAppError, payloadTooLarge, rateLimited } from '../../errors.js';
 import type { RateLimiter } from '../../http/rate-limit.js';
 import type { Logger } from '../../log.js';
-import type { Pki } from '../index.js';
+import type { ClientCertificates, Pki } from '../index.js';
 import { CHANGED_TOPIC } from '../registry.js';
 import { createConnectionCaps, createEnrollmentRates } from './limits.js';
 import { createEnrollmentRoutes, type EnrollReply, type EnrollRequest } from './routes.js';
@@ -53,7 +54,7 @@ function readListenerFile(path: string | undefined, setting: string): Buffer {
 
 export function createEnrollmentListener(deps: {
   settings: EnrollmentSettings; rateLimitsEnabled: boolean; generatedKeyIssuance: boolean;
-  pki: Pki; auth: Auth; limiter: RateLimiter; hub: NotifyHub; log: Logger;
+  pki: Pki; auth: Auth; limiter: RateLimiter; hub: NotifyHub; log: Logger; clientCertificates: ClientCertificates;
 }) {
   const { settings: s, pki, limiter, log } = deps;
   const cert = readListenerFile(s.tlsCertPath, 'SVC_PKI_ENROLLMENT_TLS_CERT_PATH');
@@ -65,7 +66,9 @@ export function createEnrollmentListener(deps: {
   }
   const caps = createConnectionCaps(s.maxConnections, s.maxConnectionsPerIp);
   const rates = createEnrollmentRates({ ...s, enabled: deps.rateLimitsEnabled });
-  const routes = createEnrollmentRoutes({ pki, auth: deps.auth, rates, maxCsrBytes: s.maxCsrBytes, generatedKeyIssuance: deps.generatedKeyIssuance });
+  const routes = createEnrollmentRoutes({
+    pki, auth: deps.auth, rates, maxCsrBytes: s.maxCsrBytes, generatedKeyIssuance: deps.generatedKeyIssuance, clientCertificates: deps.clientCertificates,
+  });
   // A CSR travels as PEM inside JSON or as base64: both are larger than the CSR itself, which is checked exactly.
   const bodyLimit = s.maxCsrBytes * 2 + 4096;
   const sockets = new Set<Socket>();
@@ -75,12 +78,14 @@ export function createEnrollmentListener(deps: {
   /** Session tickets re-parse the client certificate on every handshake; clients here do not resume. */
   const contextOptions = (ca: string) => ({ key, cert, ca, secureOptions: constants.SSL_OP_NO_TICKET, minVersion: 'TLSv1.2' as const });
 
-  async function trustPem(): Promise<string> {
-    const bundle = (await pki.certificates.trustBundle()).pem;
-    // Never an empty list: Node would then trust its public roots. With no authority, nothing verifies but this listener's own certificate.
-    return bundle || cert.toString('utf8');
+  /** The acceptable client CAs: the active roots. Which certificate is good is the verifier's decision, not OpenSSL's. */
+  async function anchorsPem(): Promise<string> {
+    const roots = await deps.clientCertificates.anchorsPem();
+    // Never an empty list: Node would then use its public roots. With no authority, this listener's own certificate.
+    return roots || cert.toString('utf8');
   }
 
+  let anchors = '';
   let reloading: Promise<void> | undefined;
   let again = false;
   function reloadTrust(): void {
@@ -91,15 +96,17 @@ export function createEnrollmentListener(deps: {
     reloading = (async () => {
       do {
         again = false;
-        const pem = await trustPem();
-        server?.setSecureContext(contextOptions(pem));
+        const pem = await anchorsPem();
+        // Authority changes are mostly tenant CAs, which change nothing here: the context is rebuilt only when the roots do.
+        if (pem !== anchors) server?.setSecureContext(contextOptions(pem));
+        anchors = pem;
       } while (again);
-    })().catch((err: unknown) => log.warn('reloading the enrollment trust bundle failed; the previous one stays', { err: String(err) }))
+    })().catch((err: unknown) => log.warn('reloading the enrollment listener\'s roots failed; the previous ones stay', { err: String(err) }))
       .finally(() => { reloading = undefined; });
   }
   const unsubscribe = deps.hub.subscribe(CHANGED_TOPIC, reloadTrust);
   const unsubscribeReconnect = deps.hub.onReconnect(reloadTrust);
-  // Issuers expire and retire over time, without a change being announced.
+  // Roots expire over time, without a change being announced.
   const periodic = setInterval(reloadTrust, 300_000);
   periodic.unref();
 
@@ -173,6 +180,11 @@ export function createEnrollmentListener(deps: {
       const request: EnrollRequest = { method: req.method, path, headers, body, requestId, peer: peerOf(req), ip };
       send(res, requestId, await route.run(request));
     } catch (err) {
+      // A client that went away mid-request is not the service's failure: nothing to answer, nothing to alarm anyone.
+      if (!isAppError(err) && (req.destroyed || req.socket.destroyed)) {
+        log.debug('enrollment client went away before its answer', { requestId, code: (err as NodeJS.ErrnoException).code ?? String(err) });
+        return;
+      }
       const reply = errorReply(err, requestId);
       // A refused body is not read further: the connection closes after the answer.
       if (reply.status === 413) res.setHeader('connection', 'close');
@@ -182,8 +194,9 @@ export function createEnrollmentListener(deps: {
 
   return {
     async listen(host: string, port: number): Promise<number> {
+      anchors = await anchorsPem();
       const created = createServer({
-        ...contextOptions(await trustPem()),
+        ...contextOptions(anchors),
         requestCert: true,
         rejectUnauthorized: false,
         handshakeTimeout: s.handshakeTimeoutSecs * 1000,

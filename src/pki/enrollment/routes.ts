@@ -1,11 +1,12 @@
-// The enrollment listener's routes: native /pki/enroll and /pki/reenroll (JSON) and EST (RFC 7030). Each
-// authenticates its subject, counts it against the enrollment windows, then calls the certificate
-// authority's issuance or renewal with a subject caller: the same rules, idempotency and transaction
-// (credential, audit event, outbox record) as GraphQL.
+// The enrollment listener's routes: native /pki/enroll and /pki/reenroll (JSON) and EST (RFC 7030), the
+// latter also under a label (/.well-known/est/<tenant alias or id>/...). Each authenticates its subject,
+// counts it against the enrollment windows, then calls the certificate authority's issuance or renewal with
+// a subject caller: the same rules, idempotency and transaction (credential, audit event, outbox record) as
+// GraphQL. cacerts answers the platform chain, or under a label that tenant's chain only.
 import { createHash } from 'node:crypto';
 import type { Auth } from '../../auth/index.js';
 import { AppError, invalidInput, notFound } from '../../errors.js';
-import type { Pki } from '../index.js';
+import type { ClientCertificates, Pki } from '../index.js';
 import type { IssuedCertificate } from '../issuance.js';
 import { derToPem, pemBlocks } from '../der.js';
 import { readCsrDer } from '../csr.js';
@@ -22,6 +23,8 @@ export interface EnrollRequest {
   peer: PeerCertificate | null;
   /** The client's address (through trusted proxies): failed credentials are counted per address. */
   ip: string | null;
+  /** The EST label (a tenant alias or id) of /.well-known/est/<label>/<operation>; absent without one. */
+  label?: string | null;
 }
 
 export interface EnrollReply {
@@ -60,10 +63,21 @@ function requireEstCsr(req: EnrollRequest, maxBytes: number): Buffer {
   return der;
 }
 
+const EST = '/.well-known/est/';
+/** One answer for a malformed label, an unknown tenant and a tenant without a CA: labels list nothing. */
+const NO_LABEL = 'certificate authority for this EST label';
+
 export function createEnrollmentRoutes(deps: {
-  pki: Pki; auth: Auth; rates: EnrollmentRates; maxCsrBytes: number; generatedKeyIssuance: boolean;
+  pki: Pki; auth: Auth; rates: EnrollmentRates; maxCsrBytes: number; generatedKeyIssuance: boolean; clientCertificates: ClientCertificates;
 }) {
-  const { pki, auth, rates } = deps;
+  const { pki, auth, rates, clientCertificates } = deps;
+
+  /** Under a label, the authenticated subject must belong to the tenant it names (checked after authentication, so it is no oracle). */
+  async function requireLabel(req: EnrollRequest, tenantId: string | null): Promise<void> {
+    if (!req.label) return;
+    const chain = await pki.chains.tenant(req.label);
+    if (!chain || chain.tenantId !== tenantId) throw notFound(NO_LABEL);
+  }
   const subject = (s: EnrollingSubject, via: string, requestId: string, presentedCredentialId?: string) =>
     ({ kind: 'subject' as const, entityId: s.entityId, requestId, via, presentedCredentialId: presentedCredentialId ?? null });
 
@@ -76,7 +90,7 @@ export function createEnrollmentRoutes(deps: {
   }
 
   async function reenroll(req: EnrollRequest): Promise<EnrollReply> {
-    const presented = await certificateSubject(pki.certificates, req.peer);
+    const presented = await certificateSubject(clientCertificates, req.peer);
     const body = nativeBody(req.body);
     rates.hit(presented.entityId, presented.tenantId);
     const renewed = await pki.issuance.renewFromCsr(subject(presented, 'reenroll', req.requestId, presented.credentialId), {
@@ -85,21 +99,34 @@ export function createEnrollmentRoutes(deps: {
     return json(renewed.idempotentReplay ? 200 : 201, issuedJson(renewed));
   }
 
-  async function cacerts(): Promise<EnrollReply> {
-    const bundle = await pki.certificates.trustBundle();
-    const ders = pemBlocks(bundle.pem, ['CERTIFICATE']);
+  /** Unlabelled: the platform chain (root, platform intermediate, platform leaf issuer); labelled: that tenant's chain. */
+  async function cacerts(req: EnrollRequest): Promise<EnrollReply> {
+    if (req.label) {
+      const chain = await pki.chains.tenant(req.label);
+      if (!chain || chain.ders.length === 0) throw notFound(NO_LABEL);
+      return est(PKCS7_CERTS_ONLY, certsOnly(chain.ders));
+    }
+    // The trust bundle as publication caches it (60 s, dropped on authority changes).
+    const ders = pemBlocks(await pki.publishing.trustBundle(), ['CERTIFICATE']);
     if (ders.length === 0) throw notFound('certificate authority (none is configured)');
     return est(PKCS7_CERTS_ONLY, certsOnly(ders));
   }
 
-  async function csrattrs(): Promise<EnrollReply> {
-    const profile = await pki.defaultProfile();
+  async function csrattrs(req: EnrollRequest): Promise<EnrollReply> {
+    let profileId: string | null = null;
+    if (req.label) {
+      const chain = await pki.chains.tenant(req.label);
+      if (!chain) throw notFound(NO_LABEL);
+      profileId = chain.defaultProfileId;
+    }
+    const profile = await pki.defaultProfile(profileId);
     if (!profile) return { status: 204, headers: {}, body: '' };
     return est('application/csrattrs', csrAttrs(profile.key_algorithms));
   }
 
   async function simpleenroll(req: EnrollRequest): Promise<EnrollReply> {
     const who = await estSubject(auth, req.headers, req.ip);
+    await requireLabel(req, who.tenantId);
     const der = requireEstCsr(req, deps.maxCsrBytes);
     rates.hit(who.entityId, who.tenantId);
     const issued = await pki.issuance.issueFromCsr(subject(who, 'est', req.requestId), {
@@ -109,7 +136,8 @@ export function createEnrollmentRoutes(deps: {
   }
 
   async function simplereenroll(req: EnrollRequest): Promise<EnrollReply> {
-    const presented = await certificateSubject(pki.certificates, req.peer);
+    const presented = await certificateSubject(clientCertificates, req.peer);
+    await requireLabel(req, presented.tenantId);
     const der = requireEstCsr(req, deps.maxCsrBytes);
     rates.hit(presented.entityId, presented.tenantId);
     const renewed = await pki.issuance.renewFromCsr(subject(presented, 'est', req.requestId, presented.credentialId), {
@@ -123,6 +151,7 @@ export function createEnrollmentRoutes(deps: {
       throw notFound('serverkeygen (server-generated keys are disabled: SVC_PKI_GENERATED_KEY_ISSUANCE_ENABLED=false)');
     }
     const who = await estSubject(auth, req.headers, req.ip);
+    await requireLabel(req, who.tenantId);
     // The request is still a signed CSR (RFC 7030 4.4.1): verified, its key unused.
     readCsrDer(requireEstCsr(req, deps.maxCsrBytes));
     rates.hit(who.entityId, who.tenantId);
@@ -143,9 +172,20 @@ export function createEnrollmentRoutes(deps: {
     '/.well-known/est/serverkeygen': { method: 'POST', run: serverkeygen },
   };
 
+  /** /.well-known/est/<label>/<operation>: the operation's route, told its label. */
+  function labelled(path: string): { method: string; run: (req: EnrollRequest) => Promise<EnrollReply> } | undefined {
+    if (!path.startsWith(EST)) return undefined;
+    const rest = path.slice(EST.length);
+    const slash = rest.indexOf('/');
+    const route = slash > 0 ? routes[EST + rest.slice(slash + 1)] : undefined;
+    if (!route) return undefined;
+    const label = rest.slice(0, slash);
+    return { method: route.method, run: (req) => route.run({ ...req, label }) };
+  }
+
   return {
     /** The route for a path, or undefined (404). */
-    find: (path: string) => routes[path],
+    find: (path: string) => routes[path] ?? labelled(path),
     /** Whether a route reads a body (its size is checked before it is read). */
     takesBody: (path: string) => routes[path]?.method === 'POST',
     invalidMethod: (method: string, path: string) => invalidInput(`${method} is not allowed on ${path}: use ${routes[path]?.method}`),

@@ -3,9 +3,10 @@
 // (/pki/reenroll, EST simplereenroll), mapped to its exact credential. Every refusal names what was wrong.
 import type { Auth } from '../../auth/index.js';
 import { AppError, forbidden, invalidInput, isAppError, unauthenticated } from '../../errors.js';
-import type { CertificateReads, ResolvedCertificate } from '../certificates.js';
+import type { ResolvedCertificate } from '../certificates.js';
+import type { ClientCertificates } from '../client-certificates.js';
 
-/** The client certificate as the handshake left it: verified against the trust bundle or not, and why. */
+/** The client certificate as the handshake left it, with OpenSSL's verdict against the listener's roots and why. */
 export interface PeerCertificate {
   der: Buffer;
   authorized: boolean;
@@ -72,27 +73,24 @@ export function estSubject(auth: Auth, headers: Record<string, string>, ip: stri
   return subject.catch(withChallenge);
 }
 
-const HANDSHAKE_REASONS: Record<string, string> = {
-  CERT_HAS_EXPIRED: 'client certificate has expired: enroll again with a token at /pki/enroll',
-  CERT_NOT_YET_VALID: 'client certificate is not valid yet',
-  DEPTH_ZERO_SELF_SIGNED_CERT: 'client certificate is self-signed, not issued by this service',
+/** Refusals the holder can act on say what to do next. */
+const HINTS: Partial<Record<string, string>> = {
+  revoked: ': enroll again with a token at /pki/enroll',
+  expired: ': enroll again with a token at /pki/enroll',
 };
 
 /**
- * The credential of the leaf verified in the handshake. Re-enrollment never looks at bearer credentials:
- * only this certificate, known to the service, active and unexpired, names the credential being renewed.
+ * The credential of the leaf presented in the handshake, verified by the service's client-certificate
+ * verifier (src/pki/client-certificates.ts). Re-enrollment never looks at bearer credentials: only this
+ * certificate, issued here, active and unexpired under authorities that still vouch for it, names the
+ * credential being renewed.
  */
-export async function certificateSubject(certificates: CertificateReads, peer: PeerCertificate | null): Promise<ResolvedCertificate> {
+export async function certificateSubject(certificates: ClientCertificates, peer: PeerCertificate | null): Promise<ResolvedCertificate> {
   if (!peer) throw unauthenticated('a client certificate is required: present the certificate being renewed in the TLS handshake');
-  if (!peer.authorized) {
-    const reason = peer.error ?? 'unverified';
-    throw unauthenticated(HANDSHAKE_REASONS[reason] ?? `client certificate is not issued by this service's authorities (${reason})`);
-  }
-  const found = await certificates.byDer(peer.der);
-  if (!found) throw unauthenticated('client certificate is not known to this service');
-  if (found.status === 'revoked') throw unauthenticated(`client certificate is revoked${found.revocationReason ? ` (${found.revocationReason})` : ''}: enroll again with a token at /pki/enroll`);
-  if (found.status === 'expired') throw unauthenticated(HANDSHAKE_REASONS.CERT_HAS_EXPIRED!);
-  return found;
+  const verdict = await certificates.verify({ der: peer.der, chainVerified: peer.authorized, chainError: peer.error }, { acceptExternal: false });
+  if (!verdict.ok) throw unauthenticated(`${verdict.reason}${HINTS[verdict.code] ?? ''}`);
+  if (!verdict.issuedHere) throw unauthenticated('client certificate is not issued by this service\'s authorities');
+  return verdict.certificate;
 }
 
 /** Fields a native caller may not choose: they come from the authenticated subject. */
