@@ -4,6 +4,7 @@ import type { AuditWriter } from '../audit/writer.js';
 import type { BearerAuthentication } from '../auth/bearer.js';
 import type { AuthzService } from '../authz/index.js';
 import type { Sql } from '../db/client.js';
+import type { JsonBounds } from '../validate.js';
 import type { BatchWriterOptions } from '../db/batch-writer.js';
 import type { NotifyHub } from '../db/notify-hub.js';
 import type { GraphqlExecutor } from '../graphql/executor.js';
@@ -25,6 +26,8 @@ export interface CustomEndpointSettings {
   bodyLimitBytes: number;
   timeoutMs: number;
   logSummaryMaxBytes: number;
+  /** The most bytes one call's answer may have (SVC_ANSWER_MAX_BYTES). */
+  answerMaxBytes: number;
 }
 
 export interface CustomEndpointsDeps {
@@ -34,6 +37,8 @@ export interface CustomEndpointsDeps {
   audit: AuditWriter;
   log: Logger;
   lists: { defaultLimit: number; maxLimit: number };
+  /** Bounds of the mappings and request schemas an endpoint stores. */
+  documents: JsonBounds;
   settings: CustomEndpointSettings;
   /** Batching of the execution log (the audit writer's settings). */
   logWriter: BatchWriterOptions;
@@ -60,7 +65,7 @@ export function createCustomEndpoints(deps: CustomEndpointsDeps): CustomEndpoint
   const executions = createExecutionLog(deps.sql, { ...deps.logWriter, summaryMaxBytes: deps.settings.logSummaryMaxBytes }, deps.log);
   const stats: ExecutionStats = { timeouts: 0, refusedAfterTimeout: 0, statementsStopped: 0, abandonedEnded: 0 };
   const service = createEndpointService({
-    sql: deps.sql, authz: deps.authz, audit: deps.audit, lists: deps.lists, schemas, router,
+    sql: deps.sql, authz: deps.authz, audit: deps.audit, lists: deps.lists, documents: deps.documents, schemas, router,
     checkGraphql: (text) => deps.executor().check(text),
   });
   return {
