@@ -45,10 +45,26 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
     },
   };
 
+  // What one caller can make the service store and answer (issue 32): every JSON document a caller stores
+  // (attributes, schemas, mappings, conditions) is bounded in bytes and nesting; one answer (GraphQL, a
+  // custom endpoint, a reader page) is bounded in bytes, counted as it is produced. With the defaults, a
+  // page of 100 documents is read in one step of about 20 ms, and the most documents a query's cost admits
+  // (10,000 / 10) fill about the answer cap (docs/configuration.md).
+  const documents = {
+    maxBytes: r.int('SVC_JSON_DOCUMENT_MAX_BYTES', 16_384, 256, 16_777_216),
+    maxDepth: r.int('SVC_JSON_DOCUMENT_MAX_DEPTH', 32, 1, 1000),
+  };
+  const answerMaxBytes = r.int('SVC_ANSWER_MAX_BYTES', 16_777_216, 1024, 1_073_741_824);
+  if (answerMaxBytes < documents.maxBytes) r.problem('SVC_ANSWER_MAX_BYTES must be at least SVC_JSON_DOCUMENT_MAX_BYTES (a stored document must fit in an answer)');
+
   const graphql = {
     introspection: r.bool('SVC_GRAPHQL_INTROSPECTION_ENABLED', false),
     maxDepth: r.int('SVC_GRAPHQL_MAX_DEPTH', 20, 1, 1000),
-    maxComplexity: r.int('SVC_GRAPHQL_MAX_COMPLEXITY', 1000, 1, 1_000_000),
+    // Cost: 1 per field, a JSON-typed field jsonFieldCost, and a page of a list counts its items (limit ×
+    // selection; src/graphql/cost.ts). The admin UI's largest operation costs about 3,900 at 100-item pages.
+    maxComplexity: r.int('SVC_GRAPHQL_MAX_COMPLEXITY', 10_000, 1, 1_000_000),
+    jsonFieldCost: r.int('SVC_GRAPHQL_JSON_FIELD_COST', 10, 1, 100_000),
+    answerMaxBytes,
     // Checked before any validation rule expands a fragment (src/graphql/limits.ts): each bound caps the
     // work a document can ask of the check itself.
     maxTokens: r.int('SVC_GRAPHQL_MAX_TOKENS', 10_000, 100, 1_000_000),
@@ -175,6 +191,7 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
       intervalSecs: r.int('SVC_CUSTOM_ENDPOINT_EXECUTION_RETENTION_INTERVAL_SECS', 300, 1, 86_400),
       batchSize: r.int('SVC_CUSTOM_ENDPOINT_EXECUTION_RETENTION_BATCH_SIZE', 5000, 1, 1_000_000),
     },
+    answerMaxBytes,
   };
 
   // Authorization engine (issue 3): decision cache bounds, cross-instance staleness cap, check audit.
@@ -208,6 +225,7 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
       // A filtered total counts every matching row and a deep offset walks past every skipped one: a
       // reader's own query is bounded, so one caller cannot hold the reader's connections for minutes.
       statementTimeoutMs: r.int('SVC_READER_STATEMENT_TIMEOUT_MS', 10_000, 0, 3_600_000),
+      answerMaxBytes,
     },
     live: {
       maxBackpressureBytes: r.int('SVC_MESSAGING_WS_MAX_BACKPRESSURE_BYTES', 1_048_576, 1024, 1 << 30),
@@ -222,6 +240,7 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
     },
   };
   if (messaging.reader.defaultLimit > messaging.reader.maxLimit) r.problem('SVC_READER_DEFAULT_LIMIT must not exceed SVC_READER_MAX_LIMIT');
+  if (answerMaxBytes < messaging.maxMessageBytes) r.problem('SVC_ANSWER_MAX_BYTES must be at least SVC_MESSAGING_MAX_MESSAGE_BYTES (a stored message must fit in a reader page)');
 
   // MQTT broker, CoAP ingest, broker admin and the cluster node registry (issue 7).
   const broker = {
@@ -296,6 +315,7 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
     database,
     graphql,
     lists,
+    documents,
     rateLimits,
     auth,
     authRuntime,

@@ -65,6 +65,9 @@ export const notFound = (what: string) => new AppError('NOT_FOUND', `${what} not
 export const conflict = (message: string) => new AppError('CONFLICT', message);
 export const payloadTooLarge = (limit: number) =>
   new AppError('PAYLOAD_TOO_LARGE', `request body exceeds the limit of ${limit} bytes`);
+/** An answer (GraphQL, custom endpoint, reader page) larger than SVC_ANSWER_MAX_BYTES: the client asks for less. */
+export const answerTooLarge = (limit: number) =>
+  new AppError('INVALID_INPUT', `answer exceeds the limit of ${limit} bytes; ask for fewer items or fields`);
 /** The coding is echoed cut short: it is the client's text, and a header can be long. */
 export const unsupportedContentEncoding = (coding: string) =>
   new AppError('UNSUPPORTED_MEDIA_TYPE', `content encoding '${coding.slice(0, 40)}' is not supported; send the body uncompressed`);

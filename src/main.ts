@@ -127,7 +127,7 @@ export async function startService(env: Record<string, string | undefined>, opti
     await hub.start();
     closers.push({ name: 'notify hub', close: () => hub.close() });
 
-    const audit = createAuditWriter(sql, config.audit, log);
+    const audit = createAuditWriter(sql, { ...config.audit, details: config.documents }, log);
     closers.push({ name: 'audit writer', close: () => audit.close() });
     const auditRetention = createAuditRetention(sql, config.audit.retention, log);
     closers.push({ name: 'audit retention', close: () => auditRetention.close() });
@@ -203,6 +203,8 @@ export async function startService(env: Record<string, string | undefined>, opti
       await auth.invalidate(toAuthInvalidation(change));
     };
     const lists = config.lists;
+    // Every JSON document a caller stores is bounded in bytes and nesting (SVC_JSON_DOCUMENT_MAX_*).
+    const documents = config.documents;
     // The certificate authority (issue 25): authorities from configuration, tenant issuers, issuance, revocation.
     const pki = createPki({
       sql, scopedSql: domainSql, hub, authz, audit, keys: caKeys, workers, log: log.child({ component: 'pki' }),
@@ -227,10 +229,10 @@ export async function startService(env: Record<string, string | undefined>, opti
       relay.start();
       closers.push({ name: 'pki outbox relay', close: () => relay.stop() });
     }
-    const profiles = createProfilesService({ sql: domainSql, authz, audit, lists });
-    const identity = createIdentityService({ sql: domainSql, authz, audit, invalidate, lists, profiles, certificates: pki.entityHooks });
+    const profiles = createProfilesService({ sql: domainSql, authz, audit, lists, documents });
+    const identity = createIdentityService({ sql: domainSql, authz, audit, invalidate, lists, documents, profiles, certificates: pki.entityHooks });
     const tenants = createTenantsService({
-      sql: domainSql, authz, audit, invalidate, lists, retentionSecs: config.tenantRetentionSecs, seedTenant: profiles.seedTenant,
+      sql: domainSql, authz, audit, invalidate, lists, documents, retentionSecs: config.tenantRetentionSecs, seedTenant: profiles.seedTenant,
       certificates: pki.tenantHooks,
     });
     const members = createMembersService({
@@ -238,17 +240,17 @@ export async function startService(env: Record<string, string | undefined>, opti
       invitationExpirySecs: config.auth.invitationExpirySecs, publicBaseUrl: config.publicBaseUrl,
     });
 
-    const resources = createResourceService({ sql: domainSql, authz, audit, invalidate, lists });
-    const groups = createGroupService({ sql: domainSql, authz, audit, invalidate, lists });
+    const resources = createResourceService({ sql: domainSql, authz, audit, invalidate, lists, documents });
+    const groups = createGroupService({ sql: domainSql, authz, audit, invalidate, lists, documents });
     const groupMembership = createMembershipService({ sql: domainSql, authz, audit, invalidate });
-    const policies = createPolicyServices({ sql: domainSql, authz, audit, invalidate, lists });
+    const policies = createPolicyServices({ sql: domainSql, authz, audit, invalidate, lists, documents });
     const roles = createRoleService({ sql: domainSql, authz, audit, invalidate, lists });
     const roleAssignments = createAssignmentService({ sql: domainSql, authz, audit, invalidate, lists });
     const auditReader = createAuditReader({ sql: domainSql, authz, audit, lists });
     // Custom endpoints run their operations through the executor built below from the schema they extend.
     let graphqlExecutor: GraphqlExecutor | undefined;
     const customEndpoints = createCustomEndpoints({
-      sql, hub, authz, audit, log, lists, settings: config.customEndpoints, maxNesting: config.graphql.maxNesting, logWriter: config.audit,
+      sql, hub, authz, audit, log, lists, documents, settings: config.customEndpoints, maxNesting: config.graphql.maxNesting, logWriter: config.audit,
       executor: () => {
         if (!graphqlExecutor) throw new Error('custom endpoints used before the GraphQL executor exists');
         return graphqlExecutor;
@@ -270,6 +272,9 @@ export async function startService(env: Record<string, string | undefined>, opti
       maxFragments: config.graphql.maxFragments,
       maxAliases: config.graphql.maxAliases,
       cacheSize: config.graphql.compiledQueryCacheSize,
+      maxPageSize: config.lists.maxLimit,
+      jsonFieldCost: config.graphql.jsonFieldCost,
+      answerMaxBytes: config.graphql.answerMaxBytes,
     }, log);
     graphqlExecutor = graphql;
     await customEndpoints.start();

@@ -1,6 +1,7 @@
 // Input checks shared by every domain: each failure names the field and what was wrong.
 import { isUtf8 } from 'node:buffer';
 import { invalidInput } from './errors.js';
+import { jsonBytes, jsonNesting } from './json-size.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const ALIAS = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
@@ -77,6 +78,33 @@ export function jsonObject(field: string, value: unknown): Record<string, unknow
   if (value === undefined || value === null) return {};
   if (typeof value !== 'object' || Array.isArray(value)) throw invalidInput(`${field} must be a JSON object`);
   return value as Record<string, unknown>;
+}
+
+/** The bounds of every JSON document a caller stores (SVC_JSON_DOCUMENT_MAX_BYTES, SVC_JSON_DOCUMENT_MAX_DEPTH). */
+export interface JsonBounds {
+  maxBytes: number;
+  maxDepth: number;
+}
+
+/**
+ * A JSON value within the document bounds, or INVALID_INPUT naming the field and the bound it passes.
+ * Depth first: it is cheap, and it keeps what follows (and PostgreSQL's jsonb parser) off deep recursion.
+ */
+export function boundedJson(field: string, value: unknown, bounds: JsonBounds): void {
+  if (jsonNesting(value, bounds.maxDepth) > bounds.maxDepth) {
+    throw invalidInput(`${field} nests deeper than ${bounds.maxDepth} levels, the maximum for a stored JSON document`);
+  }
+  // A count without escapes first (a lower bound that stops early on a huge value), then the exact text.
+  if (jsonBytes(value, bounds.maxBytes) > bounds.maxBytes || Buffer.byteLength(JSON.stringify(value)) > bounds.maxBytes) {
+    throw invalidInput(`${field} is larger than ${bounds.maxBytes} bytes of JSON, the maximum for a stored JSON document`);
+  }
+}
+
+/** jsonObject for a document that is stored: also within the document bounds. */
+export function jsonDocument(field: string, value: unknown, bounds: JsonBounds): Record<string, unknown> {
+  const object = jsonObject(field, value);
+  boundedJson(field, object, bounds);
+  return object;
 }
 
 export function oneOf<T extends string>(field: string, value: unknown, allowed: readonly T[]): T {

@@ -15,6 +15,7 @@ import { chosenKeyBits, formatAccessToken, MIN_CHOSEN_KEY_BITS, newAccessTokenSe
 import type { RequestMeta } from './sessions.js';
 import { normalisePermissions, toPermissionOutput, withinCeiling, type PermissionInput } from './token-permissions.js';
 import type { AuthInvalidation } from './verifier.js';
+import type { JsonBounds } from '../validate.js';
 
 export const CHOSEN_KEY_REFUSED = `key refused: a chosen key must be at most 256 printable characters carrying at least ${MIN_CHOSEN_KEY_BITS} bits `
   + '(e.g. 32 hex or 22 base64url characters of a random value) and not be in use; omit key to have one generated';
@@ -49,7 +50,7 @@ export function credentialOutput(c: cq.CredentialRow) {
 export function createCredentialService(deps: {
   sql: Sql; audit: AuditWriter; authz: Authz; authority: CredentialAuthority; hash: () => KeyedHash;
   invalidate: (change: AuthInvalidation) => void;
-  settings: { scrypt: ScryptParams; minPasswordChars: number; lists: { defaultLimit: number; maxLimit: number } };
+  settings: { scrypt: ScryptParams; minPasswordChars: number; lists: { defaultLimit: number; maxLimit: number }; documents: JsonBounds };
 }) {
   const { sql, audit, authz, authority, settings } = deps;
 
@@ -124,7 +125,7 @@ export function createCredentialService(deps: {
       if (name.length > 200) throw invalidInput('name must be at most 200 characters');
       const scoped = input.scoped ?? true;
       const expiresAt = futureDate(input.expiresAt, 'expiresAt');
-      const permissions = normalisePermissions(input.permissions, scoped);
+      const permissions = normalisePermissions(input.permissions, scoped, settings.documents);
       await checkActions(permissions);
       const entity = await q.selectEntity(sql, input.subjectId ?? p.entityId);
       if (p.scoped) {
@@ -157,7 +158,7 @@ export function createCredentialService(deps: {
       await authority.require(p, entity, 'manage');
       if (!cred.scoped) throw invalidInput('cannot set permissions on an unscoped access token');
       if (cred.status !== 'active') throw invalidInput('access token is revoked');
-      const permissions = normalisePermissions(list, true);
+      const permissions = normalisePermissions(list, true, settings.documents);
       await checkActions(permissions);
       await sql.begin(async (tx) => {
         await tx`select id from credentials where id = ${cred.id} for update`;

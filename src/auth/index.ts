@@ -170,7 +170,7 @@ export function createAuth(deps: AuthDeps): Auth {
     sql, audit, hash, log, mailer: deps.mailer ?? createLogMailer(log),
     settings: {
       enabled: a.selfRegistrationEnabled, verificationRequired: a.emailVerificationRequired, scrypt: a.scrypt,
-      minPasswordChars: a.minPasswordChars, publicBaseUrl: config.publicBaseUrl,
+      minPasswordChars: a.minPasswordChars, publicBaseUrl: config.publicBaseUrl, documents: config.documents,
     },
   });
   const tenantStates = createTenantStates({
@@ -192,7 +192,7 @@ export function createAuth(deps: AuthDeps): Auth {
   const authority = createCredentialAuthority(authz);
   const credentials = createCredentialService({
     sql: deps.scopedSql ?? sql, audit, authz, authority, hash, invalidate: dropLocal,
-    settings: { scrypt: a.scrypt, minPasswordChars: a.minPasswordChars, lists: config.lists },
+    settings: { scrypt: a.scrypt, minPasswordChars: a.minPasswordChars, lists: config.lists, documents: config.documents },
   });
   const trustedOrigins = new Set([new URL(config.publicBaseUrl).origin, ...config.authRuntime.trustedOrigins.map((o) => new URL(o).origin)]);
   let usageTimer: NodeJS.Timeout | undefined;

@@ -4,6 +4,7 @@ import type { AuditWriter } from '../audit/writer.js';
 import type { Sql } from '../db/client.js';
 import { forbidden, invalidInput } from '../errors.js';
 import type { Logger } from '../log.js';
+import { boundedJson, type JsonBounds } from '../validate.js';
 import * as cq from './credential-queries.js';
 import type { Mailer } from './mailer.js';
 import { checkPasswordPolicy, hashPassword, type ScryptParams } from './passwords.js';
@@ -24,7 +25,7 @@ export interface SignupInput {
 
 export function createSignup(deps: {
   sql: Sql; audit: AuditWriter; mailer: Mailer; hash: () => KeyedHash; log: Logger;
-  settings: { enabled: boolean; verificationRequired: boolean; scrypt: ScryptParams; minPasswordChars: number; publicBaseUrl: string };
+  settings: { enabled: boolean; verificationRequired: boolean; scrypt: ScryptParams; minPasswordChars: number; publicBaseUrl: string; documents: JsonBounds };
 }) {
   const { sql, audit, mailer, settings } = deps;
 
@@ -58,6 +59,7 @@ export function createSignup(deps: {
       const problem = checkPasswordPolicy(password, settings.minPasswordChars);
       if (problem) throw invalidInput(problem);
       if (typeof attributes !== 'object' || attributes === null || Array.isArray(attributes)) throw invalidInput('attributes must be a JSON object');
+      boundedJson('attributes', attributes, settings.documents);
       const hash = await hashPassword(password, settings.scrypt);
       const entityId = await sql.begin(async (tx) => {
         const id = await q.insertHuman(tx, { name, attributes: attributes as Record<string, unknown> });

@@ -2,7 +2,7 @@
 // "no broader than mine" test a scoped token's own ceiling applies to tokens it mints.
 import { OBJECT_KINDS } from '../authz/types.js';
 import { invalidInput } from '../errors.js';
-import { isUuid } from '../validate.js';
+import { boundedJson, isUuid, type JsonBounds } from '../validate.js';
 import type { LimitRow } from './credential-queries.js';
 
 export interface PermissionInput {
@@ -19,7 +19,7 @@ const MODES = ['platform', 'tenant', 'object_kind', 'object_type', 'object'];
 export const MAX_PERMISSIONS = 100;
 
 /** Shape checks; unknown action names are checked against the database by the caller. */
-export function normalisePermissions(list: PermissionInput[] | null | undefined, scoped: boolean): LimitRow[] {
+export function normalisePermissions(list: PermissionInput[] | null | undefined, scoped: boolean, documents: JsonBounds): LimitRow[] {
   const perms = list ?? [];
   if (perms.length > MAX_PERMISSIONS) throw invalidInput(`at most ${MAX_PERMISSIONS} permissions are allowed`);
   if (scoped && perms.length === 0) throw invalidInput('a scoped access token needs at least one permission');
@@ -51,6 +51,7 @@ export function normalisePermissions(list: PermissionInput[] | null | undefined,
     if (typeof conditions !== 'object' || conditions === null || Array.isArray(conditions)) {
       throw invalidInput(`${where}: conditions must be a JSON object`);
     }
+    boundedJson(`${where}.conditions`, conditions, documents);
     return {
       actions, scope_mode: mode, tenant_id: tenantId?.toLowerCase() ?? null, object_kind: kind, object_type: type,
       object_id: objectId?.toLowerCase() ?? null, conditions: conditions as Record<string, unknown>,

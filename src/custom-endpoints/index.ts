@@ -4,6 +4,7 @@ import type { AuditWriter } from '../audit/writer.js';
 import type { BearerAuthentication } from '../auth/bearer.js';
 import type { AuthzService } from '../authz/index.js';
 import type { Sql } from '../db/client.js';
+import type { JsonBounds } from '../validate.js';
 import type { BatchWriterOptions } from '../db/batch-writer.js';
 import type { NotifyHub } from '../db/notify-hub.js';
 import type { GraphqlExecutor } from '../graphql/executor.js';
@@ -27,6 +28,8 @@ export interface CustomEndpointSettings {
   timeoutMs: number;
   logSummaryMaxBytes: number;
   retention: RetentionSettings;
+  /** The most bytes one call's answer may have (SVC_ANSWER_MAX_BYTES). */
+  answerMaxBytes: number;
 }
 
 export interface CustomEndpointsDeps {
@@ -36,6 +39,8 @@ export interface CustomEndpointsDeps {
   audit: AuditWriter;
   log: Logger;
   lists: { defaultLimit: number; maxLimit: number };
+  /** Bounds of the mappings and request schemas an endpoint stores. */
+  documents: JsonBounds;
   settings: CustomEndpointSettings;
   /** How deep a request body may nest (SVC_GRAPHQL_MAX_NESTING: the body becomes GraphQL variables). */
   maxNesting: number;
@@ -66,7 +71,7 @@ export function createCustomEndpoints(deps: CustomEndpointsDeps): CustomEndpoint
   const retention = createExecutionRetention({ sql: deps.sql, log: deps.log, settings: deps.settings.retention });
   const stats: ExecutionStats = { timeouts: 0, refusedAfterTimeout: 0, statementsStopped: 0, abandonedEnded: 0 };
   const service = createEndpointService({
-    sql: deps.sql, authz: deps.authz, audit: deps.audit, lists: deps.lists, schemas, router,
+    sql: deps.sql, authz: deps.authz, audit: deps.audit, lists: deps.lists, documents: deps.documents, schemas, router,
     checkGraphql: (text) => deps.executor().check(text),
   });
   return {

@@ -8,11 +8,12 @@ import { bearerCaller } from '../auth/bearer.js';
 import type { Principal } from '../auth/principal.js';
 import type { AuthzService } from '../authz/index.js';
 import type { Sql } from '../db/client.js';
-import { AppError, forbidden, invalidInput, notFound, payloadTooLarge, rateLimited, toAppError } from '../errors.js';
+import { answerTooLarge, AppError, forbidden, invalidInput, notFound, payloadTooLarge, rateLimited, toAppError } from '../errors.js';
 import type { GraphqlExecutor } from '../graphql/executor.js';
 import type { RateLimiter } from '../http/rate-limit.js';
 import type { HttpServer } from '../http/server.js';
 import { JSON_HEADERS, errorReply, type HttpReply, type HttpRequest } from '../http/types.js';
+import { jsonBytes, utf8Within } from '../json-size.js';
 import type { Logger } from '../log.js';
 import { jsonNesting } from '../graphql/limits.js';
 import { utf8Text, wellFormedJson } from '../validate.js';
@@ -34,7 +35,8 @@ export interface CallDeps {
   executions: ExecutionLog;
   sql: Sql;
   executor: () => GraphqlExecutor;
-  settings: { bodyLimitBytes: number; timeoutMs: number; maxNesting: number };
+  /** answerMaxBytes: the most bytes one call's answer may have (SVC_ANSWER_MAX_BYTES). */
+  settings: { bodyLimitBytes: number; timeoutMs: number; maxNesting: number; answerMaxBytes: number };
   stats: ExecuteDeps['stats'];
   log: Logger;
 }
@@ -62,6 +64,8 @@ export function registerCustomEndpointRoutes(server: HttpServer, deps: CallDeps)
   const { router, auth, authz, executions } = deps;
   const admitted = new WeakMap<HttpRequest, Admitted>();
   const execDeps: ExecuteDeps = { sql: deps.sql, executor: deps.executor, timeoutMs: deps.settings.timeoutMs, stats: deps.stats };
+  const maxAnswer = deps.settings.answerMaxBytes;
+  const tooLargeMessage = answerTooLarge(maxAnswer).message;
 
   /** What a refused call's record holds besides its method and error: denied unless a status is given. */
   type Refused = Pick<CallRecord, 'endpointId' | 'callerEntityId' | 'path'> & Partial<Pick<CallRecord, 'status' | 'variables' | 'response' | 'secrets'>>;
@@ -186,11 +190,15 @@ export function registerCustomEndpointRoutes(server: HttpServer, deps: CallDeps)
       return refuse(req, toAppError(err), { ...base, status: 'error', variables });
     }
     if ('errors' in outcome) {
-      // The details stay in the execution record; the caller learns only that it failed.
-      return refuse(req, invalidInput(EXECUTION_FAILED), { ...base, status: 'error', variables, response: { errors: outcome.errors } });
+      // The details stay in the execution record; the caller learns only that it failed, or that it asked too much.
+      const error = outcome.errors.some((e) => (e as { message?: unknown }).message === tooLargeMessage) ? answerTooLarge(maxAnswer) : invalidInput(EXECUTION_FAILED);
+      return refuse(req, error, { ...base, status: 'error', variables, response: { errors: outcome.errors } });
     }
     const shaped = shapeResponse(route.response, outcome.data);
+    // A responseMapping may pick the same data many times: the answer is measured (up to the cap) before it is built.
+    if (jsonBytes(shaped, maxAnswer) > maxAnswer) return refuse(req, answerTooLarge(maxAnswer), { ...base, status: 'error', variables });
     const text = JSON.stringify(shaped);
+    if (!utf8Within(text, maxAnswer)) return refuse(req, answerTooLarge(maxAnswer), { ...base, status: 'error', variables });
     executions.record({ ...base, status: 'success', method: req.method, variables, response: shaped, responseText: text, error: null });
     return reply(200, text);
   }

@@ -28,6 +28,8 @@ export interface EndpointServiceDeps {
   authz: Authz;
   audit: AuditWriter;
   lists: { defaultLimit: number; maxLimit: number };
+  /** Bounds of the JSON documents it stores and of the JSON filters it takes. */
+  documents: v.JsonBounds;
   schemas: RequestSchemas;
   router: Router;
   /** Validation of an operation against the live schema, by the executor /graphql uses. */
@@ -132,9 +134,9 @@ export function createEndpointService(deps: EndpointServiceDeps) {
         graphql: typeof input.graphql === 'string' ? input.graphql : '',
         auth_mode: input.authMode === undefined || input.authMode === null ? 'caller_context' : v.oneOf('authMode', input.authMode, AUTH_MODES),
         service_entity_id: v.optionalUuid('serviceEntityId', input.serviceEntityId),
-        variables_mapping: v.jsonObject('variablesMapping', input.variablesMapping),
-        request_schema: v.jsonObject('requestSchema', input.requestSchema),
-        response_mapping: v.jsonObject('responseMapping', input.responseMapping),
+        variables_mapping: v.jsonDocument('variablesMapping', input.variablesMapping, deps.documents),
+        request_schema: v.jsonDocument('requestSchema', input.requestSchema, deps.documents),
+        response_mapping: v.jsonDocument('responseMapping', input.responseMapping, deps.documents),
         // Saved as a draft unless a status is given.
         status: input.status === undefined || input.status === null ? 'draft' : v.oneOf('status', input.status, STATUSES),
       };
@@ -164,9 +166,9 @@ export function createEndpointService(deps: EndpointServiceDeps) {
           graphql: has('graphql') ? (typeof input.graphql === 'string' ? input.graphql : '') : current.graphql,
           auth_mode: has('authMode') ? v.oneOf('authMode', input.authMode, AUTH_MODES) : current.auth_mode,
           service_entity_id: has('serviceEntityId') ? v.optionalUuid('serviceEntityId', input.serviceEntityId) : current.service_entity_id,
-          variables_mapping: has('variablesMapping') ? v.jsonObject('variablesMapping', input.variablesMapping) : current.variables_mapping,
-          request_schema: has('requestSchema') ? v.jsonObject('requestSchema', input.requestSchema) : current.request_schema,
-          response_mapping: has('responseMapping') ? v.jsonObject('responseMapping', input.responseMapping) : current.response_mapping,
+          variables_mapping: has('variablesMapping') ? v.jsonDocument('variablesMapping', input.variablesMapping, deps.documents) : current.variables_mapping,
+          request_schema: has('requestSchema') ? v.jsonDocument('requestSchema', input.requestSchema, deps.documents) : current.request_schema,
+          response_mapping: has('responseMapping') ? v.jsonDocument('responseMapping', input.responseMapping, deps.documents) : current.response_mapping,
           status: has('status') && input.status !== null ? v.oneOf('status', input.status, STATUSES) : current.status,
         };
         // Switching to caller_context drops the stored service entity unless the input names one itself.

@@ -9,14 +9,17 @@ import {
   validate,
   type DocumentNode,
   type ExecutionResult,
+  type OperationDefinitionNode,
   type GraphQLSchema,
   type ValidationRule,
 } from 'graphql';
 import { LRUCache } from 'lru-cache';
-import { graphqlExtensions, isUnexpected, toAppError } from '../errors.js';
+import { answerTooLarge, graphqlExtensions, isUnexpected, toAppError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { GraphqlContext } from './context.js';
-import { checkDocument, jsonNesting, scanQueryText, type DocumentLimits } from './limits.js';
+import { utf8Within } from '../json-size.js';
+import type { CostTyping } from './cost.js';
+import { checkDocument, checkOperationCost, jsonNesting, scanQueryText, type DocumentLimits } from './limits.js';
 import { createOperationTally, type OperationCounts, type OperationTally } from './operation-tally.js';
 
 export interface GraphqlRequest {
@@ -28,10 +31,22 @@ export interface GraphqlRequest {
 export interface ExecutorOptions extends DocumentLimits {
   introspection: boolean;
   cacheSize: number;
+  /** The largest page a list answers (SVC_LIST_MAX_LIMIT): a limit not known counts as this many items. */
+  maxPageSize: number;
+  /** What a JSON-typed field costs (SVC_GRAPHQL_JSON_FIELD_COST). */
+  jsonFieldCost: number;
+  /** The most bytes one answer may have (SVC_ANSWER_MAX_BYTES). */
+  answerMaxBytes: number;
 }
 
 /** keep false: not worth a cache entry (refused while lexing, so cheap to refuse again, and maybe huge). */
-type Prepared = { compiled: CompiledQuery; document: DocumentNode; counts: OperationCounts } | { errors: readonly GraphQLError[]; keep?: false };
+type Prepared = {
+  compiled: CompiledQuery;
+  document: DocumentNode;
+  counts: OperationCounts;
+  /** Set when the operation's cost passes the maximum only at page sizes its variables may ask for: measured per request. */
+  costByRequest: OperationDefinitionNode | null;
+} | { errors: readonly GraphQLError[]; keep?: false };
 
 /**
  * The cache is keyed by query text: besides its entry count, the texts it holds are bounded (in
@@ -58,6 +73,7 @@ export function createGraphqlExecutor(schema: GraphQLSchema, options: ExecutorOp
   if (!options.introspection) rules.push(NoSchemaIntrospectionCustomRule);
   let compilations = 0;
   const operations = createOperationTally();
+  const typing: CostTyping = { schema, maxPageSize: options.maxPageSize, jsonFieldCost: options.jsonFieldCost };
 
   function prepare(query: string, operationName: string | null | undefined): Prepared {
     const key = operationName ? `${operationName}\u0000${query}` : query;
@@ -79,7 +95,7 @@ export function createGraphqlExecutor(schema: GraphQLSchema, options: ExecutorOp
     } catch (err) {
       return { errors: [err as GraphQLError] };
     }
-    const bounded = checkDocument(document, options);
+    const bounded = checkDocument(document, options, typing);
     if (bounded.errors.length > 0) return { errors: bounded.errors };
     // graphql-jit's compileQuery does not validate: validation is ours, and it runs exactly once here.
     const errors = validate(schema, document, rules);
@@ -88,7 +104,10 @@ export function createGraphqlExecutor(schema: GraphQLSchema, options: ExecutorOp
     if (!isCompiledQuery(compiled)) return { errors: compiled.errors ?? [] };
     compilations++;
     const operation = getOperationAST(document, operationName ?? undefined);
-    return { compiled, document, counts: operations.slot(operation?.name?.value, operation?.operation ?? 'query') };
+    return {
+      compiled, document, counts: operations.slot(operation?.name?.value, operation?.operation ?? 'query'),
+      costByRequest: bounded.costDependsOnVariables ? operation ?? null : null,
+    };
   }
 
   function formatError(err: GraphQLError, requestId: string) {
@@ -114,11 +133,41 @@ export function createGraphqlExecutor(schema: GraphQLSchema, options: ExecutorOp
     return base;
   }
 
+  /**
+   * The answer's text, serialised one root field (alias) at a time and given up as soon as it passes
+   * SVC_ANSWER_MAX_BYTES: the most ever built is the cap plus one field's text (a page, bounded by the
+   * query's cost), never the whole of an answer far past it. The text is then measured in UTF-8 bytes.
+   */
   function serialize(result: ExecutionResult, requestId: string): string {
-    if (!result.errors || result.errors.length === 0) return JSON.stringify({ data: result.data });
-    const out: Record<string, unknown> = { errors: result.errors.map((e) => formatError(e as GraphQLError, requestId)) };
-    if (result.data !== undefined) out.data = result.data;
-    return JSON.stringify(out);
+    const max = options.answerMaxBytes;
+    let length = 0;
+    const parts: string[] = [];
+    if (result.errors && result.errors.length > 0) {
+      const errors = `"errors":${JSON.stringify(result.errors.map((e) => formatError(e as GraphQLError, requestId)))}`;
+      length += errors.length;
+      if (length > max) return tooLarge(requestId);
+      parts.push(errors);
+    }
+    const data = result.data;
+    if (data === null) parts.push('"data":null');
+    else if (data !== undefined) {
+      const fields: string[] = [];
+      for (const key of Object.keys(data)) {
+        const field = `${JSON.stringify(key)}:${JSON.stringify(data[key]) ?? 'null'}`;
+        length += field.length + 1;
+        if (length > max) return tooLarge(requestId);
+        fields.push(field);
+      }
+      parts.push(`"data":{${fields.join(',')}}`);
+    }
+    const text = `{${parts.join(',')}}`;
+    return utf8Within(text, max) ? text : tooLarge(requestId);
+  }
+
+  function tooLarge(requestId: string): string {
+    const err = answerTooLarge(options.answerMaxBytes);
+    log.info('answer refused for its size', { requestId, maxBytes: options.answerMaxBytes });
+    return JSON.stringify({ errors: [{ message: err.message, extensions: graphqlExtensions(err, requestId) }] });
   }
 
   /** A variable nested deeper than a document may nest: resolvers, JSON.stringify and PostgreSQL recurse on it. */
@@ -151,6 +200,13 @@ export function createGraphqlExecutor(schema: GraphQLSchema, options: ExecutorOp
       if (deep) {
         operations.rejected++;
         return refuse([deep], context.requestId);
+      }
+      if (prepared.costByRequest) {
+        const costly = checkOperationCost(prepared.document, prepared.costByRequest, options.maxComplexity, { ...typing, variables: request.variables ?? {} });
+        if (costly) {
+          operations.rejected++;
+          return refuse([costly], context.requestId);
+        }
       }
       const counts = prepared.counts;
       const result = prepared.compiled.query(undefined, context, request.variables ?? {});

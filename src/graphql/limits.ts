@@ -1,5 +1,6 @@
 // Bounds on a GraphQL document, checked before validation in time linear in the document: tokens and
-// bracket nesting while lexing, then fragments, aliases, depth and cost with each fragment measured once.
+// bracket nesting while lexing, then fragments, aliases, depth and cost with each fragment measured once
+// (cost.ts: page sizes count when the schema is known).
 import {
   GraphQLError,
   Kind,
@@ -12,6 +13,7 @@ import {
   type OperationDefinitionNode,
   type SelectionSetNode,
 } from 'graphql';
+import { costOf, measure, rootType, withDefaults, type CostTyping, type Measure } from './cost.js';
 
 export interface DocumentLimits {
   /** Lexical tokens in the query text (graphql's parse maxTokens). */
@@ -54,15 +56,12 @@ export function scanQueryText(query: string, limits: Pick<DocumentLimits, 'maxTo
   return null;
 }
 
-interface Measure {
-  depth: number;
-  cost: number;
-}
-
 export interface DocumentCheck {
   errors: GraphQLError[];
   /** Fragment bodies measured: each reachable fragment exactly once, whatever the number of its spreads. */
   fragmentVisits: number;
+  /** An operation's cost exceeds the maximum only at the largest page sizes its variables could ask for. */
+  costDependsOnVariables: boolean;
 }
 
 /** Fragment spreads and aliases of one definition (the walk is as deep as the nesting bound allows). */
@@ -112,38 +111,16 @@ function orderFragments(roots: string[], spreadsOf: Map<string, string[]>): { or
   return { order };
 }
 
-/** Depth and cost of a selection set, fragments taken from the memo (each spread costs a lookup). */
-function measure(set: SelectionSetNode, memo: Map<string, Measure>): Measure {
-  let depth = 0;
-  let cost = 0;
-  for (const sel of set.selections) {
-    if (sel.kind === Kind.FIELD) {
-      // Each selected field costs 1, as in async-graphql (the system whose clients we serve, with the same
-      // default maximum of 1000). Page sizes are bounded separately (SVC_LIST_MAX_LIMIT).
-      const inner = sel.selectionSet ? measure(sel.selectionSet, memo) : { depth: 0, cost: 0 };
-      depth = Math.max(depth, 1 + inner.depth);
-      cost += 1 + inner.cost;
-    } else if (sel.kind === Kind.INLINE_FRAGMENT) {
-      const inner = measure(sel.selectionSet, memo);
-      depth = Math.max(depth, inner.depth);
-      cost += inner.cost;
-    } else {
-      const inner = memo.get(sel.name.value);
-      if (!inner) continue;
-      depth = Math.max(depth, inner.depth);
-      cost += inner.cost;
-    }
-  }
-  return { depth, cost };
-}
-
 const shown = (n: number) => (Number.isSafeInteger(n) ? `${n} ` : '');
 
 /**
  * Fragments, aliases, depth and complexity of every operation, before any validation rule expands a
  * fragment: a spread doubling its predecessor thirty times costs thirty measurements here, not 2^30.
+ * With typing, page sizes count (limit × selection); without a request's variables, a variable limit
+ * counts at the maximum page size, and an operation over the cost only that way is left to the request
+ * (costDependsOnVariables) rather than refused.
  */
-export function checkDocument(document: DocumentNode, limits: Omit<DocumentLimits, 'maxTokens' | 'maxNesting'>): DocumentCheck {
+export function checkDocument(document: DocumentNode, limits: Omit<DocumentLimits, 'maxTokens' | 'maxNesting'>, typing?: CostTyping): DocumentCheck {
   const fragments = new Map<string, FragmentDefinitionNode>();
   const operations: OperationDefinitionNode[] = [];
   let fragmentCount = 0;
@@ -155,8 +132,9 @@ export function checkDocument(document: DocumentNode, limits: Omit<DocumentLimit
       operations.push(def);
     }
   }
+  const refused = (error: GraphQLError): DocumentCheck => ({ errors: [error], fragmentVisits: 0, costDependsOnVariables: false });
   if (fragmentCount > limits.maxFragments) {
-    return { errors: [new GraphQLError(`query defines ${fragmentCount} fragments; the maximum is ${limits.maxFragments}`)], fragmentVisits: 0 };
+    return refused(new GraphQLError(`query defines ${fragmentCount} fragments; the maximum is ${limits.maxFragments}`));
   }
   const counts = { aliases: 0 };
   const spreadsOf = new Map<string, string[]>();
@@ -168,39 +146,63 @@ export function checkDocument(document: DocumentNode, limits: Omit<DocumentLimit
   const roots: string[] = [];
   for (const op of operations) survey(op.selectionSet, roots, counts);
   if (counts.aliases > limits.maxAliases) {
-    return { errors: [new GraphQLError(`query uses ${counts.aliases} aliases; the maximum is ${limits.maxAliases}`)], fragmentVisits: 0 };
+    return refused(new GraphQLError(`query uses ${counts.aliases} aliases; the maximum is ${limits.maxAliases}`));
   }
   const ordered = orderFragments(roots, spreadsOf);
   if ('cycle' in ordered) {
     const nodes = ordered.cycle.slice(0, -1).map((n) => fragments.get(n) as FragmentDefinitionNode);
-    return { errors: [new GraphQLError(`fragment cycle: ${ordered.cycle.join(' -> ')}`, { nodes })], fragmentVisits: 0 };
+    return refused(new GraphQLError(`fragment cycle: ${ordered.cycle.join(' -> ')}`, { nodes }));
   }
-  const memo = new Map<string, Measure>();
-  for (const name of ordered.order) memo.set(name, measure((fragments.get(name) as FragmentDefinitionNode).selectionSet, memo));
+  const memo = measureFragments(fragments, ordered.order, typing);
   const errors: GraphQLError[] = [];
+  let costDependsOnVariables = false;
   for (const op of operations) {
-    const m = measure(op.selectionSet, memo);
+    const m = measure(op.selectionSet, rootType(op, typing), memo, typing);
     if (m.depth > limits.maxDepth) errors.push(new GraphQLError(`query depth ${shown(m.depth)}exceeds the maximum of ${limits.maxDepth}`, { nodes: [op] }));
-    if (m.cost > limits.maxComplexity) errors.push(new GraphQLError(`query complexity ${shown(m.cost)}exceeds the maximum of ${limits.maxComplexity}`, { nodes: [op] }));
+    if (costOf(m) <= limits.maxComplexity) continue;
+    if (m.variable && typing && !typing.variables) costDependsOnVariables = true;
+    else errors.push(complexityError(costOf(m), limits.maxComplexity, op));
   }
-  return { errors, fragmentVisits: memo.size };
+  return { errors, fragmentVisits: memo.size, costDependsOnVariables };
 }
 
-/** The deepest nesting of a JSON value (objects and arrays), counted with an explicit stack up to `max` + 1. */
-export function jsonNesting(value: unknown, max: number): number {
-  let deepest = 0;
-  const pending: [unknown, number][] = [[value, 0]];
-  while (pending.length > 0) {
-    const [v, depth] = pending.pop() as [unknown, number];
-    if (typeof v !== 'object' || v === null) continue;
-    const level = depth + 1;
-    if (level > deepest) {
-      deepest = level;
-      if (deepest > max) return deepest;
-    }
-    for (const child of Array.isArray(v) ? v : Object.values(v)) {
-      if (typeof child === 'object' && child !== null) pending.push([child, level]);
-    }
-  }
-  return deepest;
+function complexityError(cost: number, max: number, op: OperationDefinitionNode): GraphQLError {
+  return new GraphQLError(`query complexity ${shown(cost)}exceeds the maximum of ${max}`, { nodes: [op] });
 }
+
+/** Each reachable fragment measured once, after every fragment it spreads, against its type condition. */
+function measureFragments(fragments: Map<string, FragmentDefinitionNode>, order: string[], typing: CostTyping | undefined): Map<string, Measure> {
+  const memo = new Map<string, Measure>();
+  for (const name of order) {
+    const fragment = fragments.get(name) as FragmentDefinitionNode;
+    const type = typing ? typing.schema.getType(fragment.typeCondition.name.value) ?? undefined : undefined;
+    memo.set(name, measure(fragment.selectionSet, type, memo, typing));
+  }
+  return memo;
+}
+
+/**
+ * The cost of the operation a request runs, with its variables: for documents whose cost depends on
+ * them (checkDocument found them within every other bound, so fragments are known acyclic).
+ */
+export function checkOperationCost(document: DocumentNode, op: OperationDefinitionNode, maxComplexity: number, typing: CostTyping): GraphQLError | null {
+  const fragments = new Map<string, FragmentDefinitionNode>();
+  for (const def of document.definitions) {
+    if (def.kind === Kind.FRAGMENT_DEFINITION && !fragments.has(def.name.value)) fragments.set(def.name.value, def);
+  }
+  const roots: string[] = [];
+  survey(op.selectionSet, roots, { aliases: 0 });
+  const spreadsOf = new Map<string, string[]>();
+  for (const [name, fragment] of fragments) {
+    const spreads: string[] = [];
+    survey(fragment.selectionSet, spreads, { aliases: 0 });
+    spreadsOf.set(name, spreads);
+  }
+  const ordered = orderFragments(roots, spreadsOf);
+  if ('cycle' in ordered) return null;
+  const withVariables = { ...typing, variables: withDefaults(op, typing.variables) };
+  const cost = costOf(measure(op.selectionSet, rootType(op, withVariables), measureFragments(fragments, ordered.order, withVariables), withVariables));
+  return cost > maxComplexity ? complexityError(cost, maxComplexity, op) : null;
+}
+
+export { jsonNesting } from '../json-size.js';

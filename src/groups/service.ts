@@ -22,6 +22,8 @@ export interface GroupDeps {
   /** Drops every cache that may hold the changed facts; call after the write committed. */
   invalidate: (change: Invalidation) => Promise<void>;
   lists: { defaultLimit: number; maxLimit: number };
+  /** Bounds of the JSON documents it stores and of the JSON filters it takes. */
+  documents: v.JsonBounds;
 }
 
 export type GroupListArgs = Record<string, unknown> & { limit?: number | null; offset?: number | null };
@@ -79,7 +81,7 @@ export function createGroupService(deps: GroupDeps) {
     if (optional(args, 'status')) filter.status = v.oneOf('status', args.status, GROUP_STATUSES);
     if (fixed.parentId) filter.parentId = fixed.parentId;
     else if (optional(args, 'parentId')) filter.parentId = v.uuid('parentId', args.parentId);
-    if (optional(args, 'attributesContains')) filter.attributesContains = v.jsonObject('attributesContains', args.attributesContains);
+    if (optional(args, 'attributesContains')) filter.attributesContains = v.jsonDocument('attributesContains', args.attributesContains, deps.documents);
     return q.listGroups(sql, filter, pageOf(args, deps.lists));
   }
 
@@ -106,7 +108,7 @@ export function createGroupService(deps: GroupDeps) {
         tenantId: v.optionalUuid('tenantId', input.tenantId),
         groupType,
         description: v.optionalText('description', input.description),
-        attributes: v.jsonObject('attributes', input.attributes),
+        attributes: v.jsonDocument('attributes', input.attributes, deps.documents),
       };
       // Object groups are tenant boundaries; only principal groups may be platform-wide.
       if (groupType === 'object' && !group.tenantId) throw invalidInput('tenantId is required for an object group');
@@ -138,7 +140,7 @@ export function createGroupService(deps: GroupDeps) {
       if (v.given(input, 'name')) changes.name = v.name('name', input.name);
       // description: omitted keeps it, null clears it; attributes replace the whole object.
       if ('description' in input) changes.description = v.optionalText('description', input.description);
-      if (v.given(input, 'attributes')) changes.attributes = v.jsonObject('attributes', input.attributes);
+      if (v.given(input, 'attributes')) changes.attributes = v.jsonDocument('attributes', input.attributes, deps.documents);
       await guard.requireWrite(p, ['write', 'manage'], ref(row), row.tenant_id);
       if (!(await q.updateGroup(sql, row.id, changes))) throw notFound('group');
       record(p, 'group.update', row, { fields: Object.keys(changes) });

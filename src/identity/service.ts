@@ -25,6 +25,8 @@ export interface IdentityDeps {
   /** Drops every cache that may hold the changed facts (decisions, verified tokens, device keys). */
   invalidate: (change: Invalidation) => Promise<void>;
   lists: { defaultLimit: number; maxLimit: number };
+  /** Bounds of the JSON documents it stores and of the JSON filters it takes. */
+  documents: v.JsonBounds;
   /** The certificate authority's part in an entity's deletion (wired in the composition root). */
   certificates?: EntityCertificateHooks;
 }
@@ -88,7 +90,7 @@ export function createIdentityService(deps: IdentityDeps) {
         tenantId,
         profileId: v.optionalUuid('profileId', input.profileId),
         profileVersionId: v.optionalUuid('profileVersionId', input.profileVersionId),
-        attributes: v.jsonObject('attributes', input.attributes),
+        attributes: v.jsonDocument('attributes', input.attributes, deps.documents),
       };
       await guard.requireWrite(p, ['manage'], { kind: 'entity', id: null, tenantId }, tenantId);
       const binding = await deps.profiles.bind({ tenantId, kind }, { profileId: entity.profileId, profileVersionId: entity.profileVersionId }, entity.attributes);
@@ -129,7 +131,7 @@ export function createIdentityService(deps: IdentityDeps) {
       if (args.externalId !== undefined && args.externalId !== null) filter.externalId = externalIdOf(args.externalId) ?? '';
       if (args.profileId) filter.profileId = v.uuid('profileId', args.profileId);
       if (args.attributesContains !== undefined && args.attributesContains !== null) {
-        filter.attributesContains = v.jsonObject('attributesContains', args.attributesContains);
+        filter.attributesContains = v.jsonDocument('attributesContains', args.attributesContains, deps.documents);
       }
       if (args.parentGroupId) {
         filter.parentGroupId = v.uuid('parentGroupId', args.parentGroupId);
@@ -143,7 +145,7 @@ export function createIdentityService(deps: IdentityDeps) {
       if ('email' in input || 'password' in input) throw invalidInput('updateEntity never changes email or password');
       const changes: q.EntityChanges = {};
       if (v.given(input, 'name')) changes.name = v.name('name', input.name);
-      if (v.given(input, 'attributes')) changes.attributes = v.jsonObject('attributes', input.attributes);
+      if (v.given(input, 'attributes')) changes.attributes = v.jsonDocument('attributes', input.attributes, deps.documents);
       if (v.given(input, 'status')) changes.status = v.oneOf('status', input.status, ENTITY_STATUSES);
       // alias and externalId: omitted keeps the value, an explicit null clears it.
       if ('alias' in input) changes.alias = v.alias('alias', input.alias);

@@ -148,27 +148,42 @@ export interface PageRow extends MessageRow {
   total: string;
 }
 
+// What one stored message adds to a reader page besides its texts: keys, two UUIDs, numbers, punctuation.
+const ROW_OVERHEAD_BYTES = 200;
+
 /**
  * One round trip for a page and its total: newest measurement first (the (channel_id, time) index read
  * backwards, merged across partitions), and the total from the per-channel counters when unfiltered, or a count
  * over the index when filtered. The left join keeps one row (with null columns) when the page is empty,
- * so the total still arrives.
+ * so the total still arrives. The page's bytes are summed as it is read (octet_length reads a stored
+ * value's size without its text): rows past maxBytes stay in the database, and overCap says the page was
+ * cut, so a page of large values is refused without being loaded.
  */
-export async function selectPage(sql: Queryable, f: ReadFilter): Promise<{ total: number; rows: MessageRow[] }> {
+export async function selectPage(sql: Queryable, f: ReadFilter, maxBytes: number): Promise<{ total: number; rows: MessageRow[]; overCap: boolean }> {
   const total = hasFilter(f)
     ? sql`select count(*) as n from messages where ${conditions(sql, f)}`
     : sql`select coalesce(sum(messages), 0) as n from message_counts where channel_id = ${f.channelId}`;
-  const rows = await sql<(PageRow & { channel_id: string | null })[]>`
+  const rows = await sql<(PageRow & { channel_id: string | null; running: string | null })[]>`
     select t.n::text as total, m.*
     from (${total}) t
     left join lateral (
-      select channel_id, publisher_id, protocol, subtopic, name, unit, time, value, string_value, bool_value, data_value, sum, update_time
-      from messages where ${conditions(sql, f)}
-      order by time desc limit ${f.limit} offset ${f.offset}
+      select * from (
+        select p.*, sum(p.bytes) over (order by p.time desc rows between unbounded preceding and current row) as running
+        from (
+          select channel_id, publisher_id, protocol, subtopic, name, unit, time, value, string_value, bool_value, data_value, sum, update_time,
+            (${ROW_OVERHEAD_BYTES} + coalesce(octet_length(name), 0) + coalesce(octet_length(unit), 0) + coalesce(octet_length(subtopic), 0)
+              + coalesce(octet_length(string_value), 0) + coalesce(octet_length(data_value), 0))::int8 as bytes
+          from messages where ${conditions(sql, f)}
+          order by time desc limit ${f.limit} offset ${f.offset}
+        ) p
+      ) w
+      where w.running - w.bytes <= ${maxBytes}
+      order by w.running
     ) m on true`;
   const first = rows[0];
   const messages = first === undefined || first.channel_id === null ? [] : (rows as MessageRow[]);
-  return { total: Number(first?.total ?? 0), rows: messages };
+  const last = rows[rows.length - 1];
+  return { total: Number(first?.total ?? 0), rows: messages, overCap: Number(last?.running ?? 0) > maxBytes };
 }
 
 // ---- partitions ----

@@ -1,9 +1,10 @@
 // HTTP surfaces of messaging: device publish on the messaging listener, the message reader on its own.
 import type { ClientPeer, DeviceIdentity, Principal } from '../auth/index.js';
-import { AppError, invalidInput, isAppError, unauthenticated } from '../errors.js';
+import { answerTooLarge, AppError, invalidInput, isAppError, unauthenticated } from '../errors.js';
 import type { Authenticate } from '../graphql/context.js';
 import type { HttpServer } from '../http/server.js';
-import { decodePathSegment, json, type HttpReply, type HttpRequest } from '../http/types.js';
+import { decodePathSegment, json, JSON_HEADERS, type HttpReply, type HttpRequest } from '../http/types.js';
+import { utf8Within } from '../json-size.js';
 import { uuid } from '../validate.js';
 import type { MessageRow, ValueComparator } from './queries.js';
 import type { MessagingService, ReadQuery, Subject } from './service.js';
@@ -184,6 +185,10 @@ export function registerReaderRoutes(server: HttpServer, messaging: MessagingSer
   server.route('GET', '/:ws/channels/:ch/messages', async (req) => {
     const subject = await subjectOf(deps.authenticate, deps.authenticateDeviceKey, { authorization: req.headers.authorization }, req);
     const page = await messaging.read(subject, req.params[0] as string, req.params[1] as string, readQuery(req.query, messaging.settings.reader));
-    return json(200, { ...page, messages: page.messages.map(toReaderMessage) });
+    // The page was cut at the cap as it was read; its text is measured too (escapes, numbers' digits).
+    const body = JSON.stringify({ ...page, messages: page.messages.map(toReaderMessage) });
+    const max = messaging.settings.reader.answerMaxBytes;
+    if (!utf8Within(body, max)) throw answerTooLarge(max);
+    return { status: 200, headers: JSON_HEADERS, body };
   });
 }

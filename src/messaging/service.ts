@@ -4,7 +4,7 @@ import postgres from 'postgres';
 import { principalOfDevice, type ClientPeer, type DeviceIdentity, type Principal } from '../auth/index.js';
 import type { AuthzService } from '../authz/index.js';
 import { createGenericPlanPool, type Sql } from '../db/client.js';
-import { AppError, forbidden, invalidInput, notFound, unauthenticated } from '../errors.js';
+import { answerTooLarge, AppError, forbidden, invalidInput, notFound, unauthenticated } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { BatchItem } from './batch-literals.js';
 import { mediaTypeOf, SENML_JSON } from './media-type.js';
@@ -20,7 +20,8 @@ export interface MessagingSettings {
   maxRecords: number;
   writer: Omit<WriterSettings, 'connectTimeoutSecs'>;
   partitions: PartitionSettings;
-  reader: { defaultLimit: number; maxLimit: number; connections: number; statementTimeoutMs: number };
+  /** answerMaxBytes: the most bytes one page may have (SVC_ANSWER_MAX_BYTES). */
+  reader: { defaultLimit: number; maxLimit: number; connections: number; statementTimeoutMs: number; answerMaxBytes: number };
 }
 
 export interface MessagingDeps {
@@ -263,7 +264,8 @@ export function createMessaging(deps: MessagingDeps): MessagingService {
       await authorizeSubscribe(subject, workspaceId, channelId);
       if (query.from !== undefined && query.to !== undefined && query.from > query.to) throw invalidInput("'from' must not be after 'to'");
       const filter: ReadFilter = { channelId, ...query };
-      const page = await selectPage(readerSql, filter);
+      const page = await selectPage(readerSql, filter, settings.reader.answerMaxBytes);
+      if (page.overCap) throw answerTooLarge(settings.reader.answerMaxBytes);
       return { offset: query.offset, limit: query.limit, format: 'messages', total: page.total, messages: page.rows };
     },
     async close() {

@@ -19,6 +19,8 @@ export interface BlockDeps {
   audit: AuditWriter;
   invalidate: (change: Invalidation) => Promise<void>;
   lists: { defaultLimit: number; maxLimit: number };
+  /** Bounds of the conditions a block stores. */
+  documents: v.JsonBounds;
 }
 
 type Paged = Record<string, unknown> & { limit?: number | null; offset?: number | null };
@@ -97,6 +99,7 @@ export function createBlockService(deps: BlockDeps) {
         }
       }
       const conditions = authz.validateConditions(spec.conditions);
+      v.boundedJson('conditions', conditions, deps.documents);
       const id = await q.insertBlock(sql, {
         tenantId, scopeMode: spec.scopeMode, objectKind: spec.scopeMode === 'object' ? kind : spec.objectKind,
         objectType: spec.objectType, objectId: spec.objectId, groupId: spec.groupId, effect: spec.effect, conditions,

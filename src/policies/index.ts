@@ -2,6 +2,7 @@
 import type { AuditWriter } from '../audit/writer.js';
 import type { AuthzService, Invalidation } from '../authz/index.js';
 import type { Sql } from '../db/client.js';
+import type { JsonBounds } from '../validate.js';
 import { createActionService } from './actions.js';
 import { createBlockService } from './blocks.js';
 import { createDirectPolicyService } from './direct-policies.js';
@@ -22,6 +23,7 @@ export function createPolicyServices(deps: {
   audit: AuditWriter;
   invalidate: (change: Invalidation) => Promise<void>;
   lists: { defaultLimit: number; maxLimit: number };
+  documents: JsonBounds;
 }): PolicyServices {
   return {
     blocks: createBlockService(deps),

@@ -45,7 +45,11 @@ export interface Binding {
   profileVersionId: string | null;
 }
 
-export function createProfilesService(deps: { sql: Sql; authz: Authz; audit: AuditWriter; lists: { defaultLimit: number; maxLimit: number } }) {
+export function createProfilesService(deps: {
+  sql: Sql; authz: Authz; audit: AuditWriter; lists: { defaultLimit: number; maxLimit: number };
+  /** Bounds of the schemas a version stores. */
+  documents: v.JsonBounds;
+}) {
   const { sql, authz, audit } = deps;
   const guard = createAccessGuard({ sql, authz });
   const schemas = createSchemaValidator();
@@ -141,8 +145,8 @@ export function createProfilesService(deps: { sql: Sql; authz: Authz; audit: Aud
     async createVersion(p: Principal, profileId: unknown, input: Record<string, unknown>): Promise<q.VersionRow> {
       const version = input.version;
       if (typeof version !== 'number' || !Number.isInteger(version) || version < 1) throw invalidInput('version must be a positive integer');
-      const jsonSchema = v.jsonObject('jsonSchema', input.jsonSchema);
-      const uiSchema = v.jsonObject('uiSchema', input.uiSchema);
+      const jsonSchema = v.jsonDocument('jsonSchema', input.jsonSchema, deps.documents);
+      const uiSchema = v.jsonDocument('uiSchema', input.uiSchema, deps.documents);
       const status = input.status === undefined || input.status === null ? 'draft' : v.oneOf('status', input.status, VERSION_STATUSES);
       schemas.assertCompiles(jsonSchema);
       const pre = await load(profileId);

@@ -21,6 +21,8 @@ export interface ResourceDeps {
   /** Drops every cache that may hold the changed facts; call after the write committed. */
   invalidate: (change: Invalidation) => Promise<void>;
   lists: { defaultLimit: number; maxLimit: number };
+  /** Bounds of the JSON documents it stores and of the JSON filters it takes. */
+  documents: v.JsonBounds;
 }
 
 export type ResourceListArgs = Record<string, unknown> & { limit?: number | null; offset?: number | null };
@@ -78,7 +80,7 @@ export function createResourceService(deps: ResourceDeps) {
         alias: v.alias('alias', input.alias),
         tenantId: v.optionalUuid('tenantId', input.tenantId),
         ownerId: v.optionalUuid('ownerId', input.ownerId),
-        attributes: v.jsonObject('attributes', input.attributes),
+        attributes: v.jsonDocument('attributes', input.attributes, deps.documents),
       };
       await guard.requireWrite(p, ['manage', 'write'], { kind: 'resource', id: null, tenantId: resource.tenantId }, resource.tenantId);
       if (resource.ownerId) {
@@ -113,7 +115,7 @@ export function createResourceService(deps: ResourceDeps) {
       };
       if (optional(args, 'kind')) filter.kind = kindOf('kind', args.kind);
       if (typeof args.q === 'string' && args.q.trim()) filter.q = args.q.trim();
-      if (optional(args, 'attributesContains')) filter.attributesContains = v.jsonObject('attributesContains', args.attributesContains);
+      if (optional(args, 'attributesContains')) filter.attributesContains = v.jsonDocument('attributesContains', args.attributesContains, deps.documents);
       if (optional(args, 'parentGroupId')) {
         filter.parentGroupId = v.uuid('parentGroupId', args.parentGroupId);
         filter.includeDescendants = args.includeDescendants === true;
@@ -132,7 +134,7 @@ export function createResourceService(deps: ResourceDeps) {
       const changes: q.ResourceChanges = {};
       if (v.given(input, 'name')) changes.name = v.name('name', input.name);
       // Replaced, not merged; attributes.status is a display convention the engine never reads.
-      if (v.given(input, 'attributes')) changes.attributes = v.jsonObject('attributes', input.attributes);
+      if (v.given(input, 'attributes')) changes.attributes = v.jsonDocument('attributes', input.attributes, deps.documents);
       if ('alias' in input) changes.alias = v.alias('alias', input.alias);
       await guard.requireWrite(p, ['write', 'manage'], ref(row), row.tenant_id);
       if (!(await q.updateResource(sql, row.id, changes))) throw notFound('resource');

@@ -20,6 +20,8 @@ export interface TenantsDeps {
   audit: AuditWriter;
   invalidate: (change: Invalidation) => Promise<void>;
   lists: { defaultLimit: number; maxLimit: number };
+  /** Bounds of the JSON documents it stores and of the JSON filters it takes. */
+  documents: v.JsonBounds;
   /** How long a deleted tenant can be restored. */
   retentionSecs: number;
   /** Seeds a new tenant's default device types inside its creation transaction (profiles domain). */
@@ -67,7 +69,7 @@ export function createTenantsService(deps: TenantsDeps) {
     return {
       alias: v.alias('alias', input.alias),
       tags: v.stringList('tags', input.tags),
-      attributes: v.jsonObject('attributes', input.attributes),
+      attributes: v.jsonDocument('attributes', input.attributes, deps.documents),
     };
   }
 
@@ -132,7 +134,7 @@ export function createTenantsService(deps: TenantsDeps) {
       if (v.given(input, 'name')) changes.name = v.name('name', input.name);
       if ('alias' in input) changes.alias = v.alias('alias', input.alias);
       if (v.given(input, 'tags')) changes.tags = v.stringList('tags', input.tags);
-      if (v.given(input, 'attributes')) changes.attributes = v.jsonObject('attributes', input.attributes);
+      if (v.given(input, 'attributes')) changes.attributes = v.jsonDocument('attributes', input.attributes, deps.documents);
       await requirePlatformManage(p, row.id);
       await q.updateTenant(sql, row.id, changes);
       record(p, 'tenant.update', row.id, { fields: Object.keys(changes) });

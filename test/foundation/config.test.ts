@@ -66,6 +66,14 @@ t.test('the CoAP upload room holds at least one whole message', async (t) => {
   t.equal(loadConfig({ SVC_MESSAGING_MAX_MESSAGE_BYTES: '65536', SVC_COAP_MAX_BLOCK_BYTES_HELD: '65536' }).broker.coapMaxBlockBytesHeld, 65536);
 });
 
+t.test('one answer holds at least one stored document and one stored message', async (t) => {
+  t.throws(() => loadConfig({ SVC_ANSWER_MAX_BYTES: '8192', SVC_JSON_DOCUMENT_MAX_BYTES: '16384' }), /SVC_ANSWER_MAX_BYTES must be at least SVC_JSON_DOCUMENT_MAX_BYTES/);
+  t.throws(() => loadConfig({ SVC_ANSWER_MAX_BYTES: '65536' }), /SVC_ANSWER_MAX_BYTES must be at least SVC_MESSAGING_MAX_MESSAGE_BYTES/);
+  const c = loadConfig({ SVC_ANSWER_MAX_BYTES: '65536', SVC_MESSAGING_MAX_MESSAGE_BYTES: '65536' });
+  t.same([c.graphql.answerMaxBytes, c.customEndpoints.answerMaxBytes, c.messaging.reader.answerMaxBytes], [65536, 65536, 65536], 'every surface');
+  t.same(c.documents, { maxBytes: 16384, maxDepth: 32 });
+});
+
 t.test('describeConfig never shows the database password', async (t) => {
   const c = loadConfig({ DATABASE_URL: 'postgres://u:hunter2@db:5432/x' });
   t.notMatch(JSON.stringify(describeConfig(c)), 'hunter2');

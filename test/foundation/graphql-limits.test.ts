@@ -13,6 +13,7 @@ import { adminToken, AUTH_ENV } from '../helpers/auth.js';
 import { gql, startTestService, testLogger } from '../helpers/service.js';
 
 const LIMITS = { maxDepth: 20, maxComplexity: 1000, maxTokens: 10_000, maxNesting: 64, maxFragments: 100, maxAliases: 100 };
+const PAGES = { maxPageSize: 100, jsonFieldCost: 10, answerMaxBytes: 16_777_216 };
 
 /** F<n> spreads F<n-1> twice: 2^n fields once expanded, in under 1.5 KB at n = 30. */
 function doubling(n: number): string {
@@ -64,7 +65,7 @@ t.test('fragment cycles, fragments, aliases, tokens and nesting are bounded befo
 });
 
 t.test('the compiled-query cache keeps no lexer refusals, and a bounded amount of text', async (t) => {
-  const ex = createGraphqlExecutor(buildSchema([baseGraphqlModule()]), { ...LIMITS, introspection: false, cacheSize: 1000 }, testLogger());
+  const ex = createGraphqlExecutor(buildSchema([baseGraphqlModule()]), { ...LIMITS, ...PAGES, introspection: false, cacheSize: 1000 }, testLogger());
   const run = async (query: string) => JSON.parse(await ex.execute({ query }, contextFor(null, 'r')));
   for (let i = 0; i < 5; i++) t.match((await run(`# ${i}\n${chain(10_000)}`)).errors[0].message, 'more than 10000 tokens');
   t.equal(ex.stats.cached, 0, 'five distinct 378 KB refusals: nothing kept');

@@ -25,7 +25,10 @@ const probe = {
 };
 
 /** The service's defaults (src/config.ts) unless the test says otherwise. */
-const DEFAULT_LIMITS = { maxDepth: 20, maxComplexity: 1000, maxTokens: 10_000, maxNesting: 64, maxFragments: 100, maxAliases: 100 };
+const DEFAULT_LIMITS = {
+  maxDepth: 20, maxComplexity: 10_000, maxTokens: 10_000, maxNesting: 64, maxFragments: 100, maxAliases: 100,
+  maxPageSize: 100, jsonFieldCost: 10, answerMaxBytes: 16_777_216,
+};
 
 function executor(options: Partial<typeof DEFAULT_LIMITS & { introspection: boolean }> = {}) {
   return createGraphqlExecutor(buildSchema([baseGraphqlModule(), probe]), {
@@ -72,9 +75,10 @@ t.test('depth and complexity limits', async (t) => {
   t.match(res.errors[0].message, 'query depth 4 exceeds the maximum of 3');
   t.equal(res.errors[0].extensions.code, 'BAD_REQUEST');
   const costly = executor({ maxComplexity: 5 });
-  const wide = await run(costly, '{ a: health b: health c: health items { id children { id } } }');
+  const wide = await run(costly, '{ a: health b: health c: health d: health e: health f: health g: health }');
   t.match(wide.errors[0].message, 'query complexity 7 exceeds the maximum of 5');
-  t.notOk((await run(costly, '{ items(limit: 100) { id children { id } } }')).errors, 'a page size does not multiply the cost');
+  t.notOk((await run(costly, '{ items(limit: 4) { id } }')).errors, 'a page of 4 items of one field costs 5');
+  t.match((await run(costly, '{ items(limit: 5) { id } }')).errors[0].message, 'query complexity 6 exceeds the maximum of 5', 'each item counts');
 });
 
 t.test('introspection follows its switch', async (t) => {
