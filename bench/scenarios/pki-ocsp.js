@@ -87,6 +87,8 @@ export default {
     const f = (/** @type {string} */ n) => join(dir, n);
     const service = await startService({ env });
     const bare = await startBareServer();
+    // A responder's floor: uWS reading the request and answering as many bytes as the service's answer.
+    let bareOcsp = /** @type {Awaited<ReturnType<typeof startBareServer>> | null} */ (null);
     /** @type {import('node:child_process').ChildProcess | null} */
     let responder = null;
     try {
@@ -135,6 +137,11 @@ export default {
       await row('openssl', 'openssl ocsp responder, new connection per request', /** @type {number} */ (responder.pid), port, '/', theirs, { mode: 'close', http: '1.0' }, ctx);
       await row('openssl-nonce', 'openssl ocsp responder, nonce, new connection per request', /** @type {number} */ (responder.pid), port, '/', theirs, { mode: 'close', http: '1.0', nonce: true }, ctx);
       await row('floor', 'floor: bare uWS, new connection per request', bare.pid, bare.ports.http, '/', ours, { mode: 'close', anyAnswer: true }, ctx);
+      if (!only || only.includes('floor-ocsp')) {
+        const size = Buffer.from(await (await fetch(`http://127.0.0.1:${http}/certs/issuers/${issuerId}/ocsp`, { method: 'POST', body: Buffer.from(/** @type {string} */ (ours[0]), 'base64') })).arrayBuffer()).length;
+        bareOcsp = await startBareServer({ replyBytes: size });
+        await row('floor-ocsp', `floor: bare uWS reading the request, answering ${size} bytes, new connection per request`, bareOcsp.pid, bareOcsp.ports.http, '/', ours, { mode: 'close' , anyAnswer: true }, ctx);
+      }
       await row('close', 'service (uWS), new connection per request', service.pid, http, path, ours, { mode: 'close', postgres: true }, ctx);
       await row('keepalive', 'service (uWS), keep-alive', service.pid, http, path, ours, { mode: 'keepalive', postgres: true }, ctx);
       await row('nonce', 'service (uWS), nonce, new connection per request', service.pid, http, path, ours, { mode: 'close', nonce: true, postgres: true }, ctx);
@@ -154,6 +161,7 @@ export default {
         nonceNewConnection: ratio('nonce', 'openssl-nonce'),
         nonceKeepAlive: ratio('nonce-keepalive', 'openssl-nonce'),
         http10NewConnection: ratio('http10', 'openssl'),
+        responderFloorNewConnection: ratio('floor-ocsp', 'openssl'),
       };
       field = 'perProcessCpuSecond';
       const processAlone = {
@@ -166,7 +174,7 @@ export default {
         return [k, r === null ? 'not measured' : r >= goal ? 'met' : 'missed'];
       }));
       const fmt = (/** @type {number | null} */ r) => (r === null ? '-' : `${r.toFixed(2)}x`);
-      console.error(`bench: pki-ocsp vs openssl per CPU-s: plain ${fmt(ratios.plainNewConnection)}, keep-alive ${fmt(ratios.plainKeepAlive)} (target 3x: ${verdicts.plainKeepAlive}), nonce ${fmt(ratios.nonceNewConnection)} (target 1x: ${verdicts.nonceNewConnection}), nonce keep-alive ${fmt(ratios.nonceKeepAlive)}, HTTP/1.0 listener ${fmt(ratios.http10NewConnection)} (target 1x: ${verdicts.http10NewConnection}); process alone: ${Object.values(processAlone).map(fmt).join(', ')}`);
+      console.error(`bench: pki-ocsp vs openssl per CPU-s: plain ${fmt(ratios.plainNewConnection)}, keep-alive ${fmt(ratios.plainKeepAlive)} (target 3x: ${verdicts.plainKeepAlive}), nonce ${fmt(ratios.nonceNewConnection)} (target 1x: ${verdicts.nonceNewConnection}), nonce keep-alive ${fmt(ratios.nonceKeepAlive)}, HTTP/1.0 listener ${fmt(ratios.http10NewConnection)} (target 1x: ${verdicts.http10NewConnection}); process alone: ${Object.values(processAlone).map(fmt).join(', ')}; the responder floor (bare uWS, same bytes) ${fmt(ratios.responderFloorNewConnection)}`);
       const main = by.close;
       const openssl = by.openssl;
       const floor = by.floor;
@@ -181,6 +189,7 @@ export default {
     } finally {
       responder?.kill('SIGKILL');
       await bare.stop();
+      await bareOcsp?.stop();
       await service.stop();
     }
   },
