@@ -18,6 +18,8 @@ const BASE_ENV = {
   // CoAP defaults to a fixed UDP port on all interfaces: off, like MQTT, unless a scenario turns it on.
   SVC_COAP_ADDR: 'off',
   SVC_GRPC_ADDR: 'off',
+  // The certificate publication listener (node:http) is on by default at a fixed port: ephemeral here too.
+  SVC_PKI_PUBLICATION_ADDR: '127.0.0.1:0',
   // The harness sets its own limits (DESIGN.md "Rate limits"): a per-IP limit would turn load into 429s.
   SVC_RATE_LIMIT_ENABLED: 'false',
   // info, not warn: the "listening"/"ready" lines are info and are not promised at warn.
