@@ -2,8 +2,9 @@
 // against the URLs embedded in the leaf (read from the certificate, not built by the test), and keep
 // working when the operator moves the publication address: leaves an authority created before the move
 // signs afterwards embed the new address, and SVC_PKI_PUBLICATION_BASE_URL (here behind a path-prefix
-// proxy) is what certificates embed, never SVC_PUBLIC_BASE_URL. The default configuration here is the
-// service's own defaults with every listener on port 0 (test/helpers/service.ts): no publication setting.
+// proxy) is what certificates embed, never SVC_PUBLIC_BASE_URL; with the listener off, the management
+// listener is the base. The default configuration here is the service's own defaults with every listener
+// on port 0 (test/helpers/service.ts): no publication setting.
 import { execFile } from 'node:child_process';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -160,6 +161,15 @@ t.test('openssl ocsp and verify -crl_download on the URLs in the leaf, before an
     t.match(good.out, /proxied\.pem: good/);
     fast(t, good, 'openssl ocsp through the proxy');
     t.match((await crlVerify(proxiedFiles)).out, /proxied\.pem: OK/);
+  });
+  await third.service.stop();
+
+  // 4. The publication listener off and no base: certificates name the management listener (HTTP/1.1 only).
+  const fourth = await start({ SVC_PKI_PUBLICATION_ADDR: 'off' });
+  await t.test('off: no publication listener; the management listener\'s address is the base', async (t) => {
+    t.equal(fourth.service.ports.pki_publication, undefined);
+    const admin4 = await adminToken(fourth);
+    t.equal((await tenantAuthority(fourth, admin4, tenantId)).ocspUrl, `${fourth.url()}/certs/issuers/${early.issuerId}/ocsp`);
   });
   t.comment(`openssl round trips (ms): ${figures.map((ms) => ms.toFixed(0)).join(', ')}`);
 });
