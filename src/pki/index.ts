@@ -60,6 +60,8 @@ export interface PkiSettings {
   authorityTtlSecs: number;
   maxCsrBytes: number;
   generatedKeyIssuance: boolean;
+  /** SVC_PKI_PROFILE_EXTENDED_KEY_USAGES_ENABLED: profiles may widen leaves beyond clientAuth. */
+  profileExtendedKeyUsages: boolean;
   /** SVC_PKI_PKCS11_MAX_IN_FLIGHT: token operations of this service beyond it wait for a slot. */
   pkcs11MaxInFlight: number;
   lists: { defaultLimit: number; maxLimit: number };
@@ -90,7 +92,7 @@ export function createPki(deps: PkiDeps) {
   const scopedSql = deps.scopedSql ?? sql;
   const keys = queuedKeys(deps.keys, { pkcs11InFlight: settings.pkcs11MaxInFlight, maxWaiting: settings.pkcs11MaxInFlight * 128 });
   const access = createPkiAccess({ sql, authz });
-  const registry = createRegistry({ sql, hub, log });
+  const registry = createRegistry({ sql, hub, log, extendedKeyUsagesEnabled: settings.profileExtendedKeyUsages });
   const provisioning = createProvisioning({
     sql, keys, registry, log,
     settings: { backend: settings.caKeyBackend, algorithm: settings.authorityKeyAlgorithm, ttlSecs: settings.authorityTtlSecs, publicBaseUrl: settings.publicBaseUrl },
@@ -104,7 +106,9 @@ export function createPki(deps: PkiDeps) {
   const publication = createPublication({ sql, hub, keys, registry, certificates, log, settings: settings.publication });
   // Revocations move the publication caches of this instance before the revoking call returns.
   const revocation = createRevocation({ sql: scopedSql, hub, access, audit, published: publication.coherence });
-  const profiles = createProfiles({ sql: scopedSql, access, audit, changed: (id) => registry.changed({ profiles: [id], all: true }) });
+  const profiles = createProfiles({
+    sql: scopedSql, access, audit, changed: (id) => registry.changed({ profiles: [id], all: true }), extendedKeyUsagesEnabled: settings.profileExtendedKeyUsages,
+  });
   const authorities = createAuthorities({ sql: scopedSql, access, provisioning, registry });
   const chains = createChains({ sql, hub });
   let stopping = false;
