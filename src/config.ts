@@ -421,6 +421,8 @@ function loadPkiConfig(r: ReturnType<typeof createReader>, kek: Buffer | undefin
       authorityWarningSecs: r.int('SVC_PKI_AUTHORITY_WARNING_SECS', 2_592_000, 0),
     },
     generatedKeyIssuanceEnabled: r.bool('SVC_PKI_GENERATED_KEY_ISSUANCE_ENABLED', false),
+    // SPEC.md: leaves are clientAuth only. On, profiles may add server_auth and the others (a platform decision).
+    profileExtendedKeyUsagesEnabled: r.bool('SVC_PKI_PROFILE_EXTENDED_KEY_USAGES_ENABLED', false),
     // Revocation publication (/certs): how long a CRL and an OCSP answer hold (nextUpdate - thisUpdate).
     publication: {
       crlValiditySecs: r.int('SVC_PKI_CRL_VALIDITY_SECS', 86_400, 300, 31_536_000),

@@ -213,6 +213,7 @@ export async function startService(env: Record<string, string | undefined>, opti
         platformIntermediateCertPath: config.pki.platformIntermediateCertPath, platformIntermediateKeyPath: config.pki.platformIntermediateKeyPath,
         caKeyBackend: config.pki.caKeyBackend, authorityKeyAlgorithm: config.pki.authorityKeyAlgorithm, authorityTtlSecs: config.pki.authorityTtlSecs,
         maxCsrBytes: config.pki.enrollment.maxCsrBytes, generatedKeyIssuance: config.pki.generatedKeyIssuanceEnabled, lists,
+        profileExtendedKeyUsages: config.pki.profileExtendedKeyUsagesEnabled,
         pkcs11MaxInFlight: config.pki.pkcs11.maxInFlight, publication: config.pki.publication,
       },
     });

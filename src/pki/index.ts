@@ -63,6 +63,8 @@ export interface PkiSettings {
   authorityTtlSecs: number;
   maxCsrBytes: number;
   generatedKeyIssuance: boolean;
+  /** SVC_PKI_PROFILE_EXTENDED_KEY_USAGES_ENABLED: profiles may widen leaves beyond clientAuth. */
+  profileExtendedKeyUsages: boolean;
   /** SVC_PKI_PKCS11_MAX_IN_FLIGHT: token operations of this service beyond it wait for a slot. */
   pkcs11MaxInFlight: number;
   lists: { defaultLimit: number; maxLimit: number };
@@ -95,7 +97,7 @@ export function createPki(deps: PkiDeps) {
   const access = createPkiAccess({ sql, authz });
   // Read at every issuance; a new base drops this instance's issuer contexts (their cached leaf extensions).
   const publicationBase = createPublicationBase(settings.publicationBaseUrl, () => registry.dropLocal({ all: true }));
-  const registry = createRegistry({ sql, hub, log, publicationBase });
+  const registry = createRegistry({ sql, hub, log, publicationBase, extendedKeyUsagesEnabled: settings.profileExtendedKeyUsages });
   const provisioning = createProvisioning({
     sql, keys, registry, log,
     settings: { backend: settings.caKeyBackend, algorithm: settings.authorityKeyAlgorithm, ttlSecs: settings.authorityTtlSecs },
@@ -109,7 +111,9 @@ export function createPki(deps: PkiDeps) {
   const publication = createPublication({ sql, hub, keys, registry, certificates, log, settings: settings.publication });
   // Revocations move the publication caches of this instance before the revoking call returns.
   const revocation = createRevocation({ sql: scopedSql, hub, access, audit, published: publication.coherence });
-  const profiles = createProfiles({ sql: scopedSql, access, audit, changed: (id) => registry.changed({ profiles: [id], all: true }) });
+  const profiles = createProfiles({
+    sql: scopedSql, access, audit, changed: (id) => registry.changed({ profiles: [id], all: true }), extendedKeyUsagesEnabled: settings.profileExtendedKeyUsages,
+  });
   const authorities = createAuthorities({ sql: scopedSql, access, provisioning, registry });
   const chains = createChains({ sql, hub });
   let stopping = false;

@@ -12,6 +12,7 @@ import {
   authorityInfoAccess, authorityKeyIdentifier, crlDistributionPoints, extendedKeyUsage, leafBasicConstraints, leafKeyUsage,
 } from './extensions.js';
 import { DEFAULT_PROFILE_ID, selectProfile, type ProfileRow } from './profile-queries.js';
+import { effectiveExtendedKeyUsages } from './profiles.js';
 import { PUBLISHING_KINDS, type PublicationBase } from './publication-base.js';
 
 export const CHANGED_TOPIC = 'pki.changed';
@@ -42,7 +43,11 @@ export interface ProfileContext {
 
 const PLATFORM = '-platform';
 
-export function createRegistry(deps: { sql: Queryable; hub: NotifyHub; log: Logger; publicationBase: PublicationBase }) {
+export function createRegistry(deps: {
+  sql: Queryable; hub: NotifyHub; log: Logger; publicationBase: PublicationBase;
+  /** SVC_PKI_PROFILE_EXTENDED_KEY_USAGES_ENABLED: off, every leaf is clientAuth only whatever its profile says. */
+  extendedKeyUsagesEnabled: boolean;
+}) {
   const { sql, hub, publicationBase } = deps;
   let generation = 0;
   const issuersById = new LRUCache<string, Promise<IssuerContext | null>>({ max: 20_000 });
@@ -126,7 +131,7 @@ export function createRegistry(deps: { sql: Queryable; hub: NotifyHub; log: Logg
       const key = id ?? DEFAULT_PROFILE_ID;
       return cached(profiles, key, async () => {
         const profile = await selectProfile(sql, key);
-        return profile ? { profile, extendedKeyUsage: extendedKeyUsage(profile.extended_key_usages) } : null;
+        return profile ? { profile, extendedKeyUsage: extendedKeyUsage(effectiveExtendedKeyUsages(profile.extended_key_usages, deps.extendedKeyUsagesEnabled)) } : null;
       });
     },
     /** Drops the local entries now and tells the other instances (at commit, when given a transaction). */
