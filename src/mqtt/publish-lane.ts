@@ -143,6 +143,8 @@ export function attachPublishLane(aedesClient: Client, deps: LaneDeps): boolean 
   }
 
   function handOver(frame: Buffer): void {
+    // aedes may answer at once (PINGRESP, a PUBACK): the lane's answers go out first, in their order.
+    lane.flushAcks();
     aedesPending++;
     client._parser.parse(frame);
   }
@@ -234,6 +236,7 @@ export function attachPublishLane(aedesClient: Client, deps: LaneDeps): boolean 
 
   function handOverRest(rest: Buffer): void {
     stopped = true;
+    lane.flushAcks();
     aedesPending++;
     client._parser.parse(Buffer.from(rest));
   }
