@@ -42,10 +42,11 @@ const running = new Set();
 /**
  * Start `node dist/src/main.js` from the repo root with the bench environment plus `env`.
  * DATABASE_URL: opts.databaseUrl, else the environment's, else a fresh bench_<random> dropped by stop().
- * @param {{env?: Record<string,string>, databaseUrl?: string, entry?: string}} [opts]
+ * nodeArgs go before the entry file (node's own options, e.g. --cpu-prof, which NODE_OPTIONS refuses).
+ * @param {{env?: Record<string,string>, databaseUrl?: string, entry?: string, nodeArgs?: string[]}} [opts]
  * @returns {Promise<Service>}
  */
-export async function startService({ env = {}, databaseUrl, entry } = {}) {
+export async function startService({ env = {}, databaseUrl, entry, nodeArgs = [] } = {}) {
   const main = entry ?? process.env.BENCH_SERVICE_ENTRY ?? join('dist', 'src', 'main.js');
   if (!existsSync(join(repoRoot, main))) throw new Error(`${main} not found under ${repoRoot}: run \`npm run build\` first`);
   const givenUrl = databaseUrl ?? process.env.DATABASE_URL;
@@ -53,7 +54,7 @@ export async function startService({ env = {}, databaseUrl, entry } = {}) {
   const url = givenUrl ?? /** @type {{url: string}} */ (ownDatabase).url;
   let server;
   try {
-    server = await spawnServer({ args: [main], cwd: repoRoot, env: { ...BASE_ENV, DATABASE_URL: url, ...env }, name: main });
+    server = await spawnServer({ args: [...nodeArgs, main], cwd: repoRoot, env: { ...BASE_ENV, DATABASE_URL: url, ...env }, name: main });
   } catch (err) {
     if (ownDatabase) await dropDatabase(ownDatabase.name);
     throw err;
