@@ -49,6 +49,7 @@ export { publicationUrls } from './extensions.js';
 export { createCertificateResolution, type CertificateResolution } from './resolution.js';
 export type { ClientCertificates, ClientCertificateVerdict, PresentedCertificate, VerifyOptions } from './client-certificates.js';
 export { certificateGrpcService } from './grpc.js';
+export { prepareDevCa, ensureDevCaFiles } from './dev-ca.js';
 
 export interface PkiSettings {
   publicBaseUrl: string;
