@@ -159,7 +159,7 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
     r.problem(`SVC_ADMIN_SECRET must be at least ${auth.minPasswordChars} characters (SVC_MIN_PASSWORD_CHARS)`);
   }
 
-  const pki = loadPkiConfig(r, keyEncryptionKey);
+  const pki = loadPkiConfig(r, keyEncryptionKey, { embeddedDatabase: r.optional('DATABASE_URL') === undefined, dataDir: database.embedded.dataDir });
 
   const workers = {
     threads: r.int('SVC_WORKER_THREADS', Math.max(1, Math.min(4, os.availableParallelism() - 1)), 1, 256),
@@ -342,8 +342,45 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
   return config;
 }
 
-function loadPkiConfig(r: ReturnType<typeof createReader>, kek: Buffer | undefined) {
-  const enrollmentEnabled = r.bool('SVC_PKI_ENROLLMENT_ENABLED', false);
+/** Where the development CA's files live (src/pki/dev-ca.ts writes them; `npm run ca:init` too). */
+export function devCaFiles(dir: string) {
+  const f = (name: string) => path.join(dir, name);
+  return {
+    dir,
+    rootCert: f('root-ca.pem'),
+    // Written for the operator (to sign a replacement intermediate, or to throw away); the service never reads it.
+    rootKey: f('root-ca.key'),
+    intermediateCert: f('platform-intermediate.pem'),
+    intermediateKey: f('platform-intermediate.key'),
+    // The enrollment listener's certificate (localhost, 127.0.0.1, ::1) followed by the intermediate.
+    serverCert: f('enrollment-server.pem'),
+    serverKey: f('enrollment-server.key'),
+    // Seals the imported intermediate's key when SVC_PKI_CA_KEY_ENCRYPTION_KEY is unset (base64 of 32 bytes).
+    keyEncryptionKey: f('ca-key-encryption.key'),
+  };
+}
+
+export type DevCaFiles = ReturnType<typeof devCaFiles>;
+
+/**
+ * The development CA (issue 34): on the embedded database (the quick start) with no root configured, the
+ * first start makes a root, a platform intermediate and an enrollment server certificate under
+ * SVC_DATA_DIR/pki and the service runs on them as if configured, enrollment included (on loopback).
+ * With DATABASE_URL set it applies only when asked (SVC_PKI_DEV_CA=on); a configured root always wins.
+ */
+function loadDevCa(r: ReturnType<typeof createReader>, database: { embeddedDatabase: boolean; dataDir: string }) {
+  const mode = r.oneOf('SVC_PKI_DEV_CA', ['auto', 'on', 'off'] as const, 'auto');
+  const rootConfigured = r.optional('SVC_PKI_ROOT_CERT_PATH') !== undefined;
+  const active = !rootConfigured && (mode === 'on' || (mode === 'auto' && database.embeddedDatabase));
+  return { mode, active, files: devCaFiles(path.join(database.dataDir, 'pki')) };
+}
+
+function loadPkiConfig(
+  r: ReturnType<typeof createReader>, kek: Buffer | undefined, database: { embeddedDatabase: boolean; dataDir: string },
+) {
+  const devCa = loadDevCa(r, database);
+  const dev = devCa.active ? devCa.files : undefined;
+  const enrollmentEnabled = r.bool('SVC_PKI_ENROLLMENT_ENABLED', devCa.active);
   const backend = r.oneOf('SVC_PKI_CA_KEY_BACKEND', ['encrypted_database', 'pkcs11'] as const, 'encrypted_database');
   const caKek = r.key('SVC_PKI_CA_KEY_ENCRYPTION_KEY', 32);
   if (caKek && kek && caKek.equals(kek)) {
@@ -370,9 +407,10 @@ function loadPkiConfig(r: ReturnType<typeof createReader>, kek: Buffer | undefin
   }
   const enrollment = {
     enabled: enrollmentEnabled,
-    listen: r.addr('SVC_PKI_ENROLLMENT_LISTEN_ADDR', '0.0.0.0:8443'),
-    tlsCertPath: r.optional('SVC_PKI_ENROLLMENT_TLS_CERT_PATH'),
-    tlsKeyPath: r.optional('SVC_PKI_ENROLLMENT_TLS_KEY_PATH'),
+    // On the development CA: loopback only, with the server certificate it made.
+    listen: r.addr('SVC_PKI_ENROLLMENT_LISTEN_ADDR', dev ? '127.0.0.1:8443' : '0.0.0.0:8443'),
+    tlsCertPath: r.optional('SVC_PKI_ENROLLMENT_TLS_CERT_PATH') ?? dev?.serverCert,
+    tlsKeyPath: r.optional('SVC_PKI_ENROLLMENT_TLS_KEY_PATH') ?? dev?.serverKey,
     maxCsrBytes: r.int('SVC_PKI_ENROLLMENT_MAX_CSR_BYTES', 65_536, 128, 10_485_760),
     entityRateLimit: r.int('SVC_PKI_ENROLLMENT_ENTITY_RATE_LIMIT', 10, 1),
     entityRateWindowSecs: r.int('SVC_PKI_ENROLLMENT_ENTITY_RATE_WINDOW_SECS', 60, 1),
@@ -392,9 +430,12 @@ function loadPkiConfig(r: ReturnType<typeof createReader>, kek: Buffer | undefin
     if (!enrollment.tlsCertPath) r.problem('SVC_PKI_ENROLLMENT_TLS_CERT_PATH is required when enrollment is enabled');
     if (!enrollment.tlsKeyPath) r.problem('SVC_PKI_ENROLLMENT_TLS_KEY_PATH is required when enrollment is enabled');
   }
-  const rootCertPath = r.optional('SVC_PKI_ROOT_CERT_PATH');
-  const platformIntermediateCertPath = r.optional('SVC_PKI_PLATFORM_INTERMEDIATE_CERT_PATH');
-  const platformIntermediateKeyPath = r.optional('SVC_PKI_PLATFORM_INTERMEDIATE_KEY_PATH');
+  const rootCertPath = r.optional('SVC_PKI_ROOT_CERT_PATH') ?? dev?.rootCert;
+  const platformIntermediateCertPath = r.optional('SVC_PKI_PLATFORM_INTERMEDIATE_CERT_PATH') ?? dev?.intermediateCert;
+  const platformIntermediateKeyPath = r.optional('SVC_PKI_PLATFORM_INTERMEDIATE_KEY_PATH') ?? dev?.intermediateKey;
+  if (dev && r.optional('SVC_PKI_PLATFORM_INTERMEDIATE_CERT_PATH')) {
+    r.problem('SVC_PKI_PLATFORM_INTERMEDIATE_CERT_PATH needs SVC_PKI_ROOT_CERT_PATH (the root it chains to); the development CA brings its own');
+  }
   if (!platformIntermediateCertPath !== !platformIntermediateKeyPath) {
     r.problem('SVC_PKI_PLATFORM_INTERMEDIATE_CERT_PATH and SVC_PKI_PLATFORM_INTERMEDIATE_KEY_PATH must be set together');
   }
@@ -410,8 +451,11 @@ function loadPkiConfig(r: ReturnType<typeof createReader>, kek: Buffer | undefin
     authorityTtlSecs: r.int('SVC_PKI_AUTHORITY_TTL_SECS', 94_608_000, 3600, 946_080_000),
     caKeyBackend: backend,
     caKeyEncryptionKey: caKek,
-    caKeyEncryptionKeyId: r.string('SVC_PKI_CA_KEY_ENCRYPTION_KEY_ID', 'local-ca:v1'),
+    // The development CA's own key-encryption key (a file next to its keys) has an id of its own, so a start
+    // with an operator's key later is refused by name rather than failing to unwrap.
+    caKeyEncryptionKeyId: r.string('SVC_PKI_CA_KEY_ENCRYPTION_KEY_ID', dev && !caKek ? 'dev-ca:v1' : 'local-ca:v1'),
     pkcs11,
+    devCa,
     enrollment,
     lifecycle: {
       enabled: r.bool('SVC_PKI_LIFECYCLE_ENABLED', false),

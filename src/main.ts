@@ -30,7 +30,7 @@ import { createLogger, type Logger } from './log.js';
 import { migrationsDir, projectRoot } from './paths.js';
 import { createWorkerPool, type WorkerPool } from './worker-pool.js';
 import { caKeysWorkerData, createCaKeys, type CaKeys } from './pki/keys/index.js';
-import { certificateGrpcService, createCertificateResolution, createPki, listenerBaseUrl, type Pki } from './pki/index.js';
+import { certificateGrpcService, createCertificateResolution, createPki, listenerBaseUrl, prepareDevCa, type Pki } from './pki/index.js';
 import { createEnrollmentListener, type EnrollmentListener } from './pki/enrollment/index.js';
 import { createLifecycleSweeper } from './pki/lifecycle/sweeper.js';
 import { createOutboxRelay } from './pki/outbox/relay.js';
@@ -133,11 +133,15 @@ export async function startService(env: Record<string, string | undefined>, opti
     closers.push({ name: 'audit retention', close: () => auditRetention.close() });
     auditRetention.start();
 
-    const caKeysData = caKeysWorkerData(config.pki);
+    // The development CA (SVC_PKI_DEV_CA): its files are made or reused before the keys and authorities load.
+    const pkiConfig = config.pki.devCa.active ? {
+      ...config.pki, caKeyEncryptionKey: await prepareDevCa({ sql, log: log.child({ component: 'pki' }) }, config.pki.devCa.files, config.pki.caKeyEncryptionKey),
+    } : config.pki;
+    const caKeysData = caKeysWorkerData(pkiConfig);
     const workers = createWorkerPool({ ...config.workers, workerData: { caKeys: caKeysData }, keepThreads: caKeysData.pkcs11 !== null });
     closers.push({ name: 'worker pool', close: () => workers.close() });
     // With PKCS#11 configured this opens the token: a wrong module, label or PIN stops the start here.
-    const caKeys = await createCaKeys({ workers, config: config.pki, log });
+    const caKeys = await createCaKeys({ workers, config: pkiConfig, log });
     closers.push({ name: 'ca keys', close: () => caKeys.close() });
 
     const health = createHealth({ version, revision: config.revision });

@@ -51,6 +51,7 @@ export { listenerBaseUrl, type PublicationBase } from './publication-base.js';
 export { createCertificateResolution, type CertificateResolution } from './resolution.js';
 export type { ClientCertificates, ClientCertificateVerdict, PresentedCertificate, VerifyOptions } from './client-certificates.js';
 export { certificateGrpcService } from './grpc.js';
+export { prepareDevCa, ensureDevCaFiles } from './dev-ca.js';
 
 export interface PkiSettings {
   /** SVC_PKI_PUBLICATION_BASE_URL; null: the address given to followPublicationAddress (a bound listener). */

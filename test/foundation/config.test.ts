@@ -10,14 +10,38 @@ t.test('defaults load and listener addresses match DESIGN.md', async (t) => {
   t.same(c.listeners.messaging, { host: '0.0.0.0', port: 8008 });
   t.same(c.listeners.reader, { host: '0.0.0.0', port: 9009 });
   t.same(c.listeners.brokerAdmin, { host: '127.0.0.1', port: 8082 });
-  t.same(c.pki.enrollment.listen, { host: '0.0.0.0', port: 8443 });
-  t.equal(c.pki.enrollment.enabled, false);
+  // The quick start (embedded database, no root configured) runs the development CA, enrollment on loopback.
+  t.equal(c.pki.devCa.active, true);
+  t.same(c.pki.enrollment.listen, { host: '127.0.0.1', port: 8443 });
+  t.equal(c.pki.enrollment.enabled, true);
+  t.equal(c.pki.enrollment.tlsCertPath, path.join(c.database.embedded.dataDir, 'pki', 'enrollment-server.pem'));
+  t.equal(c.pki.rootCertPath, path.join(c.database.embedded.dataDir, 'pki', 'root-ca.pem'));
+  t.equal(c.pki.caKeyEncryptionKeyId, 'dev-ca:v1');
   t.equal(c.pki.enrollment.maxCsrBytes, 65536);
   t.equal(c.pki.pkcs11.maxInFlight, 8);
-  t.equal(c.pki.caKeyEncryptionKeyId, 'local-ca:v1');
+  const own = loadConfig({ DATABASE_URL: 'postgres://db.example/svc' });
+  t.equal(own.pki.devCa.active, false, 'with DATABASE_URL nothing is generated unless asked');
+  t.same(own.pki.enrollment.listen, { host: '0.0.0.0', port: 8443 });
+  t.equal(own.pki.enrollment.enabled, false);
+  t.equal(own.pki.rootCertPath, undefined);
+  t.equal(own.pki.caKeyEncryptionKeyId, 'local-ca:v1');
   t.equal(c.graphql.introspection, false);
   t.equal(c.graphql.maxDepth, 20);
   t.equal(c.database.url, undefined, 'no DATABASE_URL means the embedded server');
+});
+
+t.test('the development CA: asked for, switched off, and a configured root wins', async (t) => {
+  const url = { DATABASE_URL: 'postgres://db.example/svc' };
+  t.equal(loadConfig({ ...url, SVC_PKI_DEV_CA: 'on' }).pki.devCa.active, true, 'on: also with DATABASE_URL');
+  t.equal(loadConfig({ SVC_PKI_DEV_CA: 'off' }).pki.devCa.active, false, 'off: not even on the embedded database');
+  t.equal(loadConfig({ SVC_PKI_DEV_CA: 'off' }).pki.enrollment.enabled, false);
+  const rooted = loadConfig({ SVC_PKI_DEV_CA: 'on', SVC_PKI_ROOT_CERT_PATH: '/etc/pki/root.pem' });
+  t.equal(rooted.pki.devCa.active, false, 'a configured root wins');
+  t.equal(rooted.pki.rootCertPath, '/etc/pki/root.pem');
+  t.equal(loadConfig({ SVC_PKI_ENROLLMENT_ENABLED: 'false' }).pki.enrollment.enabled, false, 'enrollment can still be switched off');
+  t.throws(() => loadConfig({ SVC_PKI_DEV_CA: 'sometimes' }), /SVC_PKI_DEV_CA/);
+  t.throws(() => loadConfig({ SVC_PKI_PLATFORM_INTERMEDIATE_CERT_PATH: '/a.pem', SVC_PKI_PLATFORM_INTERMEDIATE_KEY_PATH: '/a.key' }),
+    /needs SVC_PKI_ROOT_CERT_PATH/);
 });
 
 t.test('a listener can be switched off and IPv6 addresses parse', async (t) => {
