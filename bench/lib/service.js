@@ -54,7 +54,9 @@ export async function startService({ env = {}, databaseUrl, entry, nodeArgs = []
   const url = givenUrl ?? /** @type {{url: string}} */ (ownDatabase).url;
   let server;
   try {
-    server = await spawnServer({ args: [...nodeArgs, main], cwd: repoRoot, env: { ...BASE_ENV, DATABASE_URL: url, ...env }, name: main });
+    // BENCH_SERVICE_NODE_ARGS: node flags for the service alone (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof").
+    const envArgs = process.env.BENCH_SERVICE_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
+    server = await spawnServer({ args: [...nodeArgs, ...envArgs, main], cwd: repoRoot, env: { ...BASE_ENV, DATABASE_URL: url, ...env }, name: main });
   } catch (err) {
     if (ownDatabase) await dropDatabase(ownDatabase.name);
     throw err;

@@ -4,6 +4,7 @@ import type { HttpServer } from '../http/server.js';
 import type { RateLimiter } from '../http/rate-limit.js';
 import { errorReply, type HttpReply, type HttpRequest } from '../http/types.js';
 import { notFound } from '../errors.js';
+import type { OcspAnswer } from './ocsp.js';
 import type { Publication } from './publication.js';
 
 /** An OCSP request is a few hundred bytes; a generous bound that still refuses junk early. */
@@ -28,8 +29,7 @@ function getFormRequest(path: string): Buffer | null {
 
 /** The public certificate answers, independent of the listener that carries them. */
 export function publicationHandlers(publication: Publication) {
-  const ocspReply = async (issuerId: string, body: Buffer | null, cacheable: boolean): Promise<HttpReply> => {
-    const answer = body ? await publication.ocsp.answer(issuerId, body) : publication.ocsp.malformed();
+  const ocspHeaders = (answer: OcspAnswer, cacheable: boolean): HttpReply => {
     if (!cacheable || answer.maxAgeSecs <= 0) return { status: 200, headers: NO_STORE_OCSP, body: answer.der };
     // RFC 5019 6.2: a GET answer may be kept by HTTP caches until shortly before it is re-signed.
     return {
@@ -37,6 +37,11 @@ export function publicationHandlers(publication: Publication) {
       headers: { 'content-type': 'application/ocsp-response', 'cache-control': `public, max-age=${answer.maxAgeSecs}, no-transform, must-revalidate` },
       body: answer.der,
     };
+  };
+  // Synchronous when the answer is (cached, or signed on this thread): the listener replies inside its callback.
+  const ocspReply = (issuerId: string, body: Buffer | null, cacheable: boolean): HttpReply | Promise<HttpReply> => {
+    const answer = body ? publication.ocsp.answer(issuerId, body) : publication.ocsp.malformed();
+    return answer instanceof Promise ? answer.then((a) => ocspHeaders(a, cacheable)) : ocspHeaders(answer, cacheable);
   };
 
   return {
@@ -64,10 +69,7 @@ export function publicationHandlers(publication: Publication) {
         body: crl.der,
       };
     },
-    ocspPost(issuerId: string, body: Buffer): HttpReply | Promise<HttpReply> {
-      const hit = publication.ocsp.cached(issuerId, body);
-      return hit ? { status: 200, headers: NO_STORE_OCSP, body: hit.der } : ocspReply(issuerId, body, false);
-    },
+    ocspPost: (issuerId: string, body: Buffer): HttpReply | Promise<HttpReply> => ocspReply(issuerId, body, false),
     /** `path`: the whole request path, /certs/issuers/<id>/ocsp/<base64 request>. */
     ocspGet: (issuerId: string, path: string) => ocspReply(issuerId, getFormRequest(path), true),
   };

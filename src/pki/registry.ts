@@ -127,6 +127,10 @@ export function createRegistry(deps: {
     issuer(id: string): Promise<IssuerContext | null> {
       return cached(issuersById, id, () => loadIssuer(id));
     },
+    /** The cached load of issuer `id` (the same promise issuer() answers), without starting one. */
+    peekIssuer(id: string): Promise<IssuerContext | null> | undefined {
+      return issuersById.get(id);
+    },
     profile(id: string | null): Promise<ProfileContext | null> {
       const key = id ?? DEFAULT_PROFILE_ID;
       return cached(profiles, key, async () => {
