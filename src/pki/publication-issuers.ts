@@ -6,10 +6,9 @@ import { isUuid } from '../validate.js';
 import { pemBlocks, type Der } from './der.js';
 import type { StoredKeyRef } from './keys/types.js';
 import { issuerHashes, responderIdByKey, responseCertsDer, subjectPublicKeyBits } from './ocsp-der.js';
+import { PUBLISHING_KINDS } from './publication-base.js';
 import type { IssuerContext, Registry } from './registry.js';
 
-/** Only these issue leaves, so only they publish revocation (SPEC: only they get publication URLs). */
-const PUBLISHING_KINDS = new Set(['platform_leaf_issuer', 'tenant_intermediate']);
 const PUBLISHING_STATUSES = new Set(['active', 'retiring', 'retired']);
 
 export interface PublishingIssuer {

@@ -4,8 +4,17 @@ import type { HttpServer } from '../http/server.js';
 import type { RateLimiter } from '../http/rate-limit.js';
 import { errorReply, type HttpReply, type HttpRequest } from '../http/types.js';
 import { notFound } from '../errors.js';
-import type { OcspAnswer } from './ocsp.js';
-import type { Publication } from './publication.js';
+import type { Crls } from './crl.js';
+import type { Ocsp, OcspAnswer } from './ocsp.js';
+import type { PublishingIssuers } from './publication-issuers.js';
+
+/** What the routes answer from (publication.ts builds it; naming it here keeps the import one way). */
+export interface PublicationSources {
+  issuers: PublishingIssuers;
+  crls: Crls;
+  ocsp: Ocsp;
+  trustBundle(): Promise<string>;
+}
 
 /** An OCSP request is a few hundred bytes; a generous bound that still refuses junk early. */
 export const OCSP_BODY_LIMIT = 16 * 1024;
@@ -28,7 +37,7 @@ function getFormRequest(path: string): Buffer | null {
 }
 
 /** The public certificate answers, independent of the listener that carries them. */
-export function publicationHandlers(publication: Publication) {
+export function publicationHandlers(publication: PublicationSources) {
   const ocspHeaders = (answer: OcspAnswer, cacheable: boolean): HttpReply => {
     if (!cacheable || answer.maxAgeSecs <= 0) return { status: 200, headers: NO_STORE_OCSP, body: answer.der };
     // RFC 5019 6.2: a GET answer may be kept by HTTP caches until shortly before it is re-signed.
