@@ -3,8 +3,8 @@
 // working when the operator moves the publication address: leaves an authority created before the move
 // signs afterwards embed the new address, and SVC_PKI_PUBLICATION_BASE_URL (here behind a path-prefix
 // proxy) is what certificates embed, never SVC_PUBLIC_BASE_URL; with the listener off, the management
-// listener is the base. The default configuration here is the service's own defaults with every listener
-// on port 0 (test/helpers/service.ts): no publication setting.
+// listener is the base, and with neither nor a base no leaf is issued. The default configuration here is
+// the service's own defaults with every listener on port 0 (test/helpers/service.ts): no publication setting.
 import { execFile } from 'node:child_process';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -183,6 +183,18 @@ t.test('openssl ocsp and verify -crl_download on the URLs in the leaf, before an
     t.equal(fourth.service.ports.pki_publication, undefined);
     const admin4 = await adminToken(fourth);
     t.equal((await tenantAuthority(fourth, admin4, tenantId)).ocspUrl, `${fourth.url()}/certs/issuers/${early.issuerId}/ocsp`);
+  });
+  await fourth.service.stop();
+
+  // 5. Neither listener nor a base: nothing to embed. Issuance refuses by name; the rest of the CA works.
+  const fifth = await start({ SVC_PKI_PUBLICATION_ADDR: 'off', SVC_HTTP_ADDR: 'off' });
+  await t.test('no publication address at all: issuers still load (verification, OCSP), leaves are refused', async (t) => {
+    const issuer = await fifth.service.pki.publication.issuer(early.issuerId);
+    t.ok(issuer, 'the issuer context loads');
+    t.ok(issuer!.chainPem.includes('BEGIN CERTIFICATE'));
+    const err = t.throws(() => issuer!.leafExtensions) as { kind?: string; message: string };
+    t.equal(err.kind, 'UNAVAILABLE');
+    t.match(err.message, /SVC_PKI_PUBLICATION_BASE_URL/);
   });
   t.comment(`openssl round trips (ms): ${figures.map((ms) => ms.toFixed(0)).join(', ')}`);
 });
