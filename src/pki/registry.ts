@@ -89,14 +89,23 @@ export function createRegistry(deps: {
     const row = await selectAuthority(sql, id);
     if (!row || !row.certificate_der || !row.key_algorithm) return null;
     const info = readCertificate(row.certificate_der, `authority ${row.id}`);
-    // The URLs as they are now, not as stored at the authority's creation (ocsp_url etc. are history): a
-    // moved publication address reaches the leaves every issuer signs from then on. A change of base drops
-    // these entries (createPki), so the cached extensions never outlive the base they were built from.
-    const urls = PUBLISHING_KINDS.has(row.kind) ? publicationBase.urlsFor(row.id) : null;
-    const leafExtensions = [leafBasicConstraints(), leafKeyUsage(), authorityKeyIdentifier(info.subjectKeyId)];
-    if (urls) leafExtensions.push(authorityInfoAccess(urls), crlDistributionPoints(urls));
+    const fixed = [leafBasicConstraints(), leafKeyUsage(), authorityKeyIdentifier(info.subjectKeyId)];
     const chain = await chainOf(row);
-    return { authority: row, info, signatureAlgorithm: signatureAlgorithmDer(row.key_algorithm), leafExtensions, chainPem: chain.pem, rootId: chain.rootId };
+    let leafExtensions: Der[] | undefined;
+    return {
+      authority: row, info, signatureAlgorithm: signatureAlgorithmDer(row.key_algorithm), chainPem: chain.pem, rootId: chain.rootId,
+      // The URLs as they are now, not as stored at the authority's creation (ocsp_url etc. are history): a
+      // moved publication address reaches the leaves every issuer signs from then on. A change of base drops
+      // these contexts (createPki). Built at the first issuance, not at load: an instance that knows no
+      // publication address still verifies client certificates and publishes; only its issuance refuses.
+      get leafExtensions() {
+        if (!leafExtensions) {
+          const urls = PUBLISHING_KINDS.has(row.kind) ? publicationBase.urlsFor(row.id) : null;
+          leafExtensions = urls ? [...fixed, authorityInfoAccess(urls), crlDistributionPoints(urls)] : fixed;
+        }
+        return leafExtensions;
+      },
+    };
   }
 
   function drop(change: Change): void {

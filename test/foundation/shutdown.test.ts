@@ -15,11 +15,15 @@ t.test('SIGTERM with a request in flight: the request completes, the process exi
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+  // The port from its "listening" line; the request only after "ready": the signal handlers are installed
+  // once the start has finished, and a SIGTERM before that (a slow start on a loaded machine) kills outright.
   const port = await new Promise<number>((resolve, reject) => {
     const lines = readline.createInterface({ input: child.stdout });
+    let http: number | undefined;
     lines.on('line', (line) => {
       const entry = JSON.parse(line);
-      if (entry.msg === 'listening' && entry.listener === 'http') resolve(entry.port);
+      if (entry.msg === 'listening' && entry.listener === 'http') http = entry.port;
+      if (entry.msg === 'ready' && http !== undefined) resolve(http);
     });
     child.on('exit', () => reject(new Error('service exited before listening')));
   });
