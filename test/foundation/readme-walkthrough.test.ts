@@ -22,6 +22,8 @@ function section(markdown: string, heading: string): string {
 
 const steps = section(readme, HEADING);
 const blocks = [...steps.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1] as string);
+/** The MQTT-over-TLS command the prose gives for a service started with a TLS certificate (not a default step). */
+const mqttsCommand = /```\n(mosquitto_pub [^`]*-p 8883[^`]*)```/.exec(steps)?.[1] ?? '';
 
 /** Address lines of the first block: `NAME=value   # what (SVC_X_ADDR)`. */
 const ADDRESS_LINE = /^(\w+)=(\S+)\s+#.*\((SVC_[A-Z_]+_ADDR)\)\s*$/;
@@ -107,6 +109,9 @@ t.test('pasting the walk-through into bash works against a running service', asy
   const ts = await startTestService(t, {
     ...AUTH_ENV, SVC_MQTT_ADDR: '127.0.0.1:0', SVC_PKI_DEV_CA: 'on', SVC_DATA_DIR: path.join(scratch, 'data'),
     SVC_PKI_ENROLLMENT_LISTEN_ADDR: '127.0.0.1:0', SVC_PKI_PUBLICATION_ADDR: '127.0.0.1:0',
+    // As the prose says to start it for MQTT over TLS: the development CA's server certificate.
+    SVC_MQTT_TLS_CERT_PATH: path.join(scratch, 'data', 'pki', 'enrollment-server.pem'),
+    SVC_MQTT_TLS_KEY_PATH: path.join(scratch, 'data', 'pki', 'enrollment-server.key'), SVC_MQTTS_ADDR: '127.0.0.1:0',
   });
   const ports = ts.service.ports as Record<string, number>;
 
@@ -127,8 +132,14 @@ t.test('pasting the walk-through into bash works against a running service', asy
   });
   t.ok(seen.has('HOST') && seen.has('ADMIN_PASSWORD') && seen.has('PKI'), 'the first block sets HOST, PKI and ADMIN_PASSWORD');
 
+  t.match(mqttsCommand, /--cert sensor-2\.pem --key sensor-2\.key/, 'the README gives the MQTT over TLS command');
+  const mqtts = mqttsCommand.replace(/-p 8883/, `-p ${ports.mqtts}`);
+  // The same with the revoked certificate and its device's key: the prose says the connection is refused.
+  const revoked = mqtts.replace(/sensor-2/g, 'sensor-1').replace(/\$DEVICE2/g, '$DEVICE').replace(/\$KEY2/g, '$KEY');
   const script = ['set -euo pipefail', first.join('\n'),
     ...blocks.slice(1).map((block, i) => `printf '\\n@@step %d\\n' ${i + 1}\n${block}`),
+    `printf '\\n@@mqtts\\n'\n${mqtts}\nprintf '\\n@@mqtts published\\n'`,
+    `if ${revoked.trim()} 2>/dev/null; then echo '@@revoked connected'; else echo '@@revoked refused'; fi`,
     `printf '\\n@@vars %s %s %s\\n' "$TENANT" "$CHANNEL" "$DEVICE"`].join('\n');
   // `mktemp -d` of the certificate blocks lands in the test's scratch directory.
   const run = await runBash(script, scratch);
@@ -153,7 +164,8 @@ t.test('pasting the walk-through into bash works against a running service', asy
 
   // What was stored, read directly: both rows from the device, on the channel the walk-through created.
   const rows = await ts.service.sql<{ protocol: string; publisher_id: string; workspace_id: string }[]>`
-    select protocol, publisher_id, workspace_id from messages where channel_id = ${channel as string} order by protocol`;
+    select protocol, publisher_id, workspace_id from messages where channel_id = ${channel as string} and publisher_id = ${device as string}
+    order by protocol`;
   t.same(rows.map((r) => [r.protocol, r.publisher_id, r.workspace_id]), [['http', device, tenant], ['mqtt', device, tenant]]);
 
   // The prose after the blocks: another action is refused, default deny.
@@ -177,4 +189,11 @@ t.test('pasting the walk-through into bash works against a running service', asy
   t.match(ocspRevoked, /^sensor-1\.pem: revoked$/m, `after revocation: revoked (${ocspRevoked.trim()})`);
   t.match(ocspRevoked, /Reason: keyCompromise/, 'with the reason');
   t.match(steps, /Now `sensor-1\.pem: revoked`/, 'as the README says');
+
+  // MQTT over TLS with the EST certificate (and the device's key): published and stored; the revoked one is refused.
+  t.match(run.stdout, /@@mqtts published/, 'mosquitto_pub over TLS with sensor-2.pem published');
+  const [device2] = await ts.service.sql<{ publisher_id: string }[]>`
+    select publisher_id from messages where channel_id = ${channel as string} and publisher_id <> ${device as string}`;
+  t.ok(device2, 'the message of sensor-2 is stored');
+  t.match(run.stdout, /@@revoked refused/, 'with the revoked sensor-1.pem the connection is refused');
 });
