@@ -20,8 +20,10 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
     mqtt: r.addr('SVC_MQTT_ADDR', '0.0.0.0:1883'),
     coap: r.addr('SVC_COAP_ADDR', '0.0.0.0:5683'),
     grpc: r.addr('SVC_GRPC_ADDR', '0.0.0.0:8081'),
-    // The public certificate routes again on node:http, for HTTP/1.0 relying parties (openssl ocsp); off unless set.
-    pkiPublication: r.addr('SVC_PKI_PUBLICATION_ADDR', 'off'),
+    // The public certificate routes (/certs: OCSP, CRLs, issuer certificates) on node:http, which also speaks
+    // HTTP/1.0 as `openssl ocsp` and `openssl verify -crl_download` do (the uWS listeners answer only 1.1).
+    // On by default: the URLs embedded in certificates point here unless SVC_PKI_PUBLICATION_BASE_URL says otherwise.
+    pkiPublication: r.addr('SVC_PKI_PUBLICATION_ADDR', '0.0.0.0:8089'),
     // MQTT over TLS: only with a certificate and key (below); the plaintext listener may then be off.
     mqtts: r.optional('SVC_MQTT_TLS_CERT_PATH') === undefined ? null : r.addr('SVC_MQTTS_ADDR', '0.0.0.0:8883'),
   };
@@ -157,7 +159,7 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
     r.problem(`SVC_ADMIN_SECRET must be at least ${auth.minPasswordChars} characters (SVC_MIN_PASSWORD_CHARS)`);
   }
 
-  const pki = loadPkiConfig(r, publicBaseUrl, keyEncryptionKey, { embeddedDatabase: r.optional('DATABASE_URL') === undefined, dataDir: database.embedded.dataDir });
+  const pki = loadPkiConfig(r, keyEncryptionKey, { embeddedDatabase: r.optional('DATABASE_URL') === undefined, dataDir: database.embedded.dataDir });
 
   const workers = {
     threads: r.int('SVC_WORKER_THREADS', Math.max(1, Math.min(4, os.availableParallelism() - 1)), 1, 256),
@@ -374,7 +376,7 @@ function loadDevCa(r: ReturnType<typeof createReader>, database: { embeddedDatab
 }
 
 function loadPkiConfig(
-  r: ReturnType<typeof createReader>, publicBaseUrl: string, kek: Buffer | undefined, database: { embeddedDatabase: boolean; dataDir: string },
+  r: ReturnType<typeof createReader>, kek: Buffer | undefined, database: { embeddedDatabase: boolean; dataDir: string },
 ) {
   const devCa = loadDevCa(r, database);
   const dev = devCa.active ? devCa.files : undefined;
@@ -439,7 +441,7 @@ function loadPkiConfig(
   }
   if (platformIntermediateCertPath && !rootCertPath) r.problem('SVC_PKI_PLATFORM_INTERMEDIATE_CERT_PATH needs SVC_PKI_ROOT_CERT_PATH (the root it chains to)');
   return {
-    publicBaseUrl,
+    publicationBaseUrl: publicationBaseUrlOf(r),
     rootCertPath,
     platformIntermediateCertPath,
     platformIntermediateKeyPath,
@@ -463,6 +465,8 @@ function loadPkiConfig(
       authorityWarningSecs: r.int('SVC_PKI_AUTHORITY_WARNING_SECS', 2_592_000, 0),
     },
     generatedKeyIssuanceEnabled: r.bool('SVC_PKI_GENERATED_KEY_ISSUANCE_ENABLED', false),
+    // SPEC.md: leaves are clientAuth only. On, profiles may add server_auth and the others (a platform decision).
+    profileExtendedKeyUsagesEnabled: r.bool('SVC_PKI_PROFILE_EXTENDED_KEY_USAGES_ENABLED', false),
     // Revocation publication (/certs): how long a CRL and an OCSP answer hold (nextUpdate - thisUpdate).
     publication: {
       crlValiditySecs: r.int('SVC_PKI_CRL_VALIDITY_SECS', 86_400, 300, 31_536_000),
@@ -470,6 +474,22 @@ function loadPkiConfig(
     },
     outbox: loadOutboxConfig(r),
   };
+}
+
+/**
+ * SVC_PKI_PUBLICATION_BASE_URL: the base of the OCSP, caIssuers and CRL URLs embedded in certificates, read at
+ * issuance. Unset (null): the publication listener's own address once bound. Apart from SVC_PUBLIC_BASE_URL
+ * (JWT issuer, cookie origin, links), so moving one never moves the other.
+ */
+function publicationBaseUrlOf(r: ReturnType<typeof createReader>): string | null {
+  const value = r.url('SVC_PKI_PUBLICATION_BASE_URL', undefined);
+  if (value === undefined) return null;
+  const u = new URL(value);
+  // Relying parties fetch CRLs and OCSP over plain http (RFC 5280 4.2.1.13; `openssl verify -crl_download`
+  // knows nothing else); https is allowed for clients that can, nothing else is a location.
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') r.problem(`SVC_PKI_PUBLICATION_BASE_URL must be an http or https URL, got '${value}'`);
+  else if (u.search || u.hash || u.username || u.password) r.problem(`SVC_PKI_PUBLICATION_BASE_URL must be a base without query, fragment or credentials, got '${value}'`);
+  return value.replace(/\/+$/, '');
 }
 
 /** The outbox relay's sinks (issue 27): a signed webhook and/or a NOTIFY channel; no sink, no relay. */

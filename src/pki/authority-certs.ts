@@ -9,14 +9,13 @@ import { Name } from './x509.js';
 import type { AuthorityRow, NewAuthority } from './authority-queries.js';
 import { readCertificate } from './certificate-info.js';
 import { bytes, certificateDer, derToPem, randomSerial, signatureAlgorithmDer, tbsCertificateDer } from './der.js';
-import { authorityKeyIdentifier, caBasicConstraints, caKeyUsage, keyIdentifierOf, publicationUrls, subjectKeyIdentifier } from './extensions.js';
+import { authorityKeyIdentifier, caBasicConstraints, caKeyUsage, keyIdentifierOf, subjectKeyIdentifier } from './extensions.js';
 import type { CaKeys, KeyAlgorithm, KeyBackendKind } from './keys/types.js';
 
 export interface AuthoritySettings {
   backend: KeyBackendKind;
   algorithm: KeyAlgorithm;
   ttlSecs: number;
-  publicBaseUrl: string;
 }
 
 /** Clock skew allowance: certificates are valid from a few minutes before they were made. */
@@ -80,8 +79,8 @@ export async function makeIssuingAuthority(
       subject: made.subject, serialNumber: made.serialHex, fingerprintSha256: made.fingerprintSha256, subjectKeyId: made.subjectKeyId.toString('hex'),
       authorityKeyId: made.authorityKeyId?.toString('hex') ?? null, certificateDer: der, csrPem, keyBackend: generated.ref.backend,
       keyRef: generated.ref, keyAlgorithm: generated.ref.algorithm, provisioningMode: spec.mode, failureReason: null,
-      defaultProfileId: spec.defaultProfileId, urls: publicationUrls(settings.publicBaseUrl, id), notBefore: made.notBefore,
-      notAfter: made.notAfter, createdBy: spec.createdBy,
+      // No stored URLs: leaves embed the publication base current when they are built (publication-base.ts).
+      defaultProfileId: spec.defaultProfileId, urls: null, notBefore: made.notBefore, notAfter: made.notAfter, createdBy: spec.createdBy,
     },
   };
 }

@@ -98,11 +98,52 @@ export function readCsrDer(der: Der): CsrRequest {
   }
 }
 
+/**
+ * What one CSR may hold. A real one has a handful of RDNs, one or two attributes and a few extensions (at
+ * most 100 names: the profiles' ceiling); a 60 KB request of 2,500 RDNs cost asn1js half a second to decode
+ * (its decoder is superlinear in elements), so the decoder stops at `asn1Elements` and the counts are checked
+ * before any key is read, signature verified or schema parse run.
+ */
+export const CSR_LIMITS = { asn1Elements: 1000, asn1Depth: 32, subjectRdns: 64, subjectAttributes: 64, attributes: 16, extensions: 32 } as const;
+
+const tooMany = (what: string, count: number, limit: number) =>
+  invalidInput(`csrPem is refused: ${count} ${what}, more than the limit of ${limit}`);
+
+const valuesOf = (node: asn1js.AsnType | undefined): asn1js.AsnType[] => {
+  const block = (node as asn1js.Constructed | undefined)?.valueBlock as { value?: asn1js.AsnType[] } | undefined;
+  return Array.isArray(block?.value) ? block.value : [];
+};
+
+const EXTENSION_REQUEST = '1.2.840.113549.1.9.14';
+
+/** RDN, subject attribute, CSR attribute and requested extension counts, within CSR_LIMITS (read off the bounded decode). */
+function checkCounts(info: asn1js.Sequence): void {
+  const rdns = valuesOf(child(info, 1));
+  if (rdns.length > CSR_LIMITS.subjectRdns) throw tooMany('subject RDNs', rdns.length, CSR_LIMITS.subjectRdns);
+  const avas = rdns.reduce((n, rdn) => n + valuesOf(rdn).length, 0);
+  if (avas > CSR_LIMITS.subjectAttributes) throw tooMany('subject attributes', avas, CSR_LIMITS.subjectAttributes);
+  const attributes = valuesOf(child(info, 3));
+  if (attributes.length > CSR_LIMITS.attributes) throw tooMany('attributes', attributes.length, CSR_LIMITS.attributes);
+  let extensions = 0;
+  for (const attribute of attributes) {
+    const type = child(attribute, 0);
+    if (!(type instanceof asn1js.ObjectIdentifier) || type.valueBlock.toString() !== EXTENSION_REQUEST) continue;
+    for (const value of valuesOf(child(attribute, 1))) extensions += valuesOf(value).length;
+  }
+  if (extensions > CSR_LIMITS.extensions) throw tooMany('requested extensions', extensions, CSR_LIMITS.extensions);
+}
+
 function readCsrUnchecked(der: Der): CsrRequest {
-  const parsed = asn1js.fromBER(der);
+  const parsed = asn1js.fromBER(der, { maxNodes: CSR_LIMITS.asn1Elements, maxDepth: CSR_LIMITS.asn1Depth });
+  if (parsed.result.error === 'Maximum ASN.1 node count exceeded') {
+    throw invalidInput(`csrPem is refused: it holds more than ${CSR_LIMITS.asn1Elements} ASN.1 elements (a request may carry at most `
+      + `${CSR_LIMITS.subjectRdns} subject RDNs, ${CSR_LIMITS.attributes} attributes and ${CSR_LIMITS.extensions} requested extensions)`);
+  }
+  if (parsed.result.error === 'Maximum ASN.1 nesting depth exceeded') throw invalidInput(`csrPem is refused: it nests deeper than ${CSR_LIMITS.asn1Depth} ASN.1 levels`);
   if (parsed.offset === -1 || parsed.offset !== der.length) throw bad('malformed DER');
   const root = parsed.result;
   const info = child(root, 0);
+  if (isSequence(info)) checkCounts(info);
   const algorithm = child(child(root, 1), 0);
   const signature = child(root, 2);
   const spki = child(info, 2);

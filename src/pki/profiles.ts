@@ -29,8 +29,16 @@ function seconds(field: string, value: unknown, fallback: number): number {
   return value as number;
 }
 
+/**
+ * The usages leaves of `profile` carry: what it names only while SVC_PKI_PROFILE_EXTENDED_KEY_USAGES_ENABLED is
+ * on; otherwise clientAuth alone (SPEC.md), even for a profile stored with more while the switch was on.
+ */
+export function effectiveExtendedKeyUsages(stored: readonly ExtendedKeyUsageName[], widenEnabled: boolean): ExtendedKeyUsageName[] {
+  return widenEnabled ? [...stored] : ['client_auth'];
+}
+
 /** Validated profile fields from GraphQL input, on top of `base` (the current profile when updating). */
-export function profileFields(input: Record<string, unknown>, base?: q.ProfileRow): q.ProfileFields {
+export function profileFields(input: Record<string, unknown>, base?: q.ProfileRow, options: { extendedKeyUsagesEnabled: boolean } = { extendedKeyUsagesEnabled: false }): q.ProfileFields {
   const name = input.name === undefined && base ? base.name : v.name('name', input.name, 100);
   if (!/^[A-Za-z0-9][A-Za-z0-9 _.-]{0,99}$/.test(name)) throw invalidInput('name must be letters, digits, spaces, _ . or -, starting with a letter or digit');
   const algorithms = input.keyAlgorithms === undefined || input.keyAlgorithms === null
@@ -43,6 +51,11 @@ export function profileFields(input: Record<string, unknown>, base?: q.ProfileRo
     ? base?.extended_key_usages ?? ['client_auth']
     : v.stringList('extendedKeyUsages', input.extendedKeyUsages, EKU_NAMES.length) as ExtendedKeyUsageName[];
   if (ekus.some((e) => !EKU_NAMES.includes(e))) throw invalidInput(`extendedKeyUsages must be among ${EKU_NAMES.join(', ')}`);
+  const wider = input.extendedKeyUsages !== undefined && input.extendedKeyUsages !== null ? ekus.find((e) => e !== 'client_auth') : undefined;
+  if (wider !== undefined && !options.extendedKeyUsagesEnabled) {
+    throw invalidInput(`extendedKeyUsages: ${wider} is not allowed: leaves are client_auth only unless the platform sets `
+      + 'SVC_PKI_PROFILE_EXTENDED_KEY_USAGES_ENABLED=true');
+  }
   // Every leaf authenticates a client (SPEC.md): client_auth is always there.
   const extendedKeyUsages = [...new Set<ExtendedKeyUsageName>(['client_auth', ...ekus])];
   const rules = (input.sanRules ?? {}) as Record<string, unknown>;
@@ -107,8 +120,13 @@ export function allowedNames(profile: q.ProfileRow, asked: RequestedNames): { dn
   return { dnsNames, ipAddresses };
 }
 
-export function createProfiles(deps: { sql: Sql; access: PkiAccess; audit: AuditWriter; changed: (profileId: string) => Promise<void> }) {
+export function createProfiles(deps: {
+  sql: Sql; access: PkiAccess; audit: AuditWriter; changed: (profileId: string) => Promise<void>;
+  /** SVC_PKI_PROFILE_EXTENDED_KEY_USAGES_ENABLED */
+  extendedKeyUsagesEnabled: boolean;
+}) {
   const { sql, access, audit } = deps;
+  const options = { extendedKeyUsagesEnabled: deps.extendedKeyUsagesEnabled };
 
   async function load(id: unknown): Promise<q.ProfileRow> {
     const row = await q.selectProfile(sql, v.uuid('id', id));
@@ -134,7 +152,7 @@ export function createProfiles(deps: { sql: Sql; access: PkiAccess; audit: Audit
     },
     async create(p: Principal, input: Record<string, unknown>): Promise<q.ProfileRow> {
       const tenantId = v.optionalUuid('tenantId', input.tenantId);
-      const fields = profileFields(input);
+      const fields = profileFields(input, undefined, options);
       await access.requireProvision(p, tenantId);
       const row = await q.insertProfile(sql, tenantId, fields, p.entityId);
       record(p, 'certificate_profile.create', tenantId, row.id, { name: row.name });
@@ -144,7 +162,7 @@ export function createProfiles(deps: { sql: Sql; access: PkiAccess; audit: Audit
       const row = await load(id);
       await access.requireProvision(p, row.tenant_id);
       if ('tenantId' in input && input.tenantId !== undefined && input.tenantId !== row.tenant_id) throw invalidInput('a profile cannot move to another tenant');
-      const updated = await q.updateProfile(sql, row.id, profileFields(input, row));
+      const updated = await q.updateProfile(sql, row.id, profileFields(input, row, options));
       record(p, 'certificate_profile.update', row.tenant_id, row.id, { fields: Object.keys(input) });
       await deps.changed(row.id);
       return updated;

@@ -6,10 +6,9 @@ import { isUuid } from '../validate.js';
 import { pemBlocks, type Der } from './der.js';
 import type { StoredKeyRef } from './keys/types.js';
 import { issuerHashes, responderIdByKey, responseCertsDer, subjectPublicKeyBits } from './ocsp-der.js';
+import { PUBLISHING_KINDS } from './publication-base.js';
 import type { IssuerContext, Registry } from './registry.js';
 
-/** Only these issue leaves, so only they publish revocation (SPEC: only they get publication URLs). */
-const PUBLISHING_KINDS = new Set(['platform_leaf_issuer', 'tenant_intermediate']);
 const PUBLISHING_STATUSES = new Set(['active', 'retiring', 'retired']);
 
 export interface PublishingIssuer {
@@ -51,15 +50,27 @@ function build(id: string, context: IssuerContext): PublishingIssuer | null {
 
 export function createPublishingIssuers(registry: Registry) {
   const built = new WeakMap<IssuerContext, PublishingIssuer | null>();
+  // What each of the registry's loads gave, once settled: peek() answers without a promise while the
+  // registry still holds that load (it drops it on an authority change).
+  const settled = new WeakMap<Promise<IssuerContext | null>, PublishingIssuer | null>();
   return {
     /** The publishing issuer `id` names, or null (not a UUID, unknown, a root or intermediate, pending or failed). */
     async get(id: string): Promise<PublishingIssuer | null> {
       if (!isUuid(id)) return null;
-      const context = await registry.issuer(id);
-      if (!context) return null;
-      let issuer = built.get(context);
-      if (issuer === undefined) built.set(context, (issuer = build(id, context)));
+      const load = registry.issuer(id);
+      const context = await load;
+      let issuer: PublishingIssuer | null = null;
+      if (context) {
+        issuer = built.get(context) ?? null;
+        if (!built.has(context)) built.set(context, (issuer = build(id, context)));
+      }
+      settled.set(load, issuer);
       return issuer;
+    },
+    /** What get() would answer, when known without waiting; undefined when it is not (call get()). */
+    peek(id: string): PublishingIssuer | null | undefined {
+      const load = registry.peekIssuer(id);
+      return load ? settled.get(load) : undefined;
     },
   };
 }

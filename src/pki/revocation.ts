@@ -209,6 +209,10 @@ export function createRevocation(deps: { sql: Sql; hub: NotifyHub; access: PkiAc
         if (typeof input.snapshotAt !== 'string' || Number.isNaN(snapshotAt.getTime())) throw invalidInput('snapshotAt must be an RFC 3339 timestamp');
       }
       const after = input.afterCredentialId === undefined || input.afterCredentialId === null ? ZERO_UUID : v.uuid('afterCredentialId', input.afterCredentialId);
+      // pageOf reads 0 as 1: here a page revokes, so a limit that asks for none must not revoke one.
+      if (input.limit !== undefined && input.limit !== null && !(Number.isInteger(input.limit) && input.limit >= 1)) {
+        throw invalidInput(`limit must be a whole number from 1 to 1000 (got ${String(input.limit)})`);
+      }
       const page = pageOf({ limit: input.limit }, { defaultLimit: 100, maxLimit: 1000 });
       const rows = await rq.selectBulkPage(sql, scope, snapshotAt, after, page.limit);
       const items = rows.map((r) => ({

@@ -73,6 +73,19 @@ t.test('every problem is reported at once', async (t) => {
   t.notMatch(text, 'not a url', 'the database URL (it may hold a password) is never echoed');
 });
 
+t.test('certificate publication: its own listener on by default, its own base URL apart from SVC_PUBLIC_BASE_URL', async (t) => {
+  const c = loadConfig({});
+  t.same(c.listeners.pkiPublication, { host: '0.0.0.0', port: 8089 }, 'on by default (issue 33: openssl ocsp on the default configuration)');
+  t.equal(c.pki.publicationBaseUrl, null, 'unset: follows the publication listener once bound');
+  t.equal(loadConfig({ SVC_PKI_PUBLICATION_ADDR: 'off' }).listeners.pkiPublication, null, 'off still disables it');
+  const set = loadConfig({ SVC_PKI_PUBLICATION_BASE_URL: 'http://pki.example.com/pub/', SVC_PUBLIC_BASE_URL: 'https://iam.example.com' });
+  t.equal(set.pki.publicationBaseUrl, 'http://pki.example.com/pub', 'a path prefix is kept, the trailing slash dropped');
+  t.equal(set.publicBaseUrl, 'https://iam.example.com', 'the public base URL is its own setting');
+  t.throws(() => loadConfig({ SVC_PKI_PUBLICATION_BASE_URL: 'ftp://pki.example.com' }), /SVC_PKI_PUBLICATION_BASE_URL must be an http or https URL/);
+  t.throws(() => loadConfig({ SVC_PKI_PUBLICATION_BASE_URL: 'http://pki.example.com/?a=1' }), /SVC_PKI_PUBLICATION_BASE_URL must be a base without query/);
+  t.throws(() => loadConfig({ SVC_PKI_PUBLICATION_BASE_URL: 'pki.example.com' }), /SVC_PKI_PUBLICATION_BASE_URL is not a valid URL/);
+});
+
 t.test('the two CA key-encryption keys must differ', async (t) => {
   const key = Buffer.alloc(32, 7).toString('base64');
   t.throws(() => loadConfig({ SVC_KEY_ENCRYPTION_KEY: key, SVC_PKI_CA_KEY_ENCRYPTION_KEY: key }), /must differ/);

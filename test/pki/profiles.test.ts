@@ -56,10 +56,10 @@ t.test('certificate profiles', async (t) => {
   await t.test('a profile decides key algorithms, TTL, EKUs, SANs and the renewal window', async (t) => {
     const p = (await ok(ts, admin, CREATE, { i: {
       tenantId, name: 'servers', keyAlgorithms: ['ecdsa_p384', 'ed25519'], minTtlSecs: 600, defaultTtlSecs: 3600, maxTtlSecs: 7200,
-      extendedKeyUsages: ['server_auth'], sanRules: { allowDnsNames: true, allowIpAddresses: true, dnsSuffixes: ['example.com'], maxNames: 2 },
+      sanRules: { allowDnsNames: true, allowIpAddresses: true, dnsSuffixes: ['example.com'], maxNames: 2 },
       renewalWindowSecs: 1800,
     } })).createCertificateProfile;
-    t.same(p.extendedKeyUsages, ['client_auth', 'server_auth'], 'client_auth is always there');
+    t.same(p.extendedKeyUsages, ['client_auth'], 'client_auth is always there');
     await ok(ts, admin, SET_DEFAULT, { a: issuer!.id, p: p.id });
     const call = (csrPem: string, extra: object = {}) => ok(ts, admin, ISSUE_CSR, { i: { entityId: device, csrPem, idempotencyKey: `p${n++}`, ...extra } });
     const msg = (csrPem: string, extra: object = {}) => call(csrPem, extra).then(() => '', (e: Error) => e.message);
@@ -71,7 +71,7 @@ t.test('certificate profiles', async (t) => {
     const cert = issued.certificate;
     t.match(opensslVerify(ca.root, issued.chainPem, cert.certificatePem), /OK$/);
     const text = opensslText(cert.certificatePem);
-    t.match(text, /TLS Web Client Authentication, TLS Web Server Authentication/);
+    t.match(text, /Extended Key Usage: *\n *TLS Web Client Authentication\n/);
     t.match(text, /DNS:device.example.com, IP Address:192.0.2.7/);
     t.same(cert.dnsNames, ['device.example.com']);
     t.same(cert.ipAddresses, ['192.0.2.7']);
@@ -86,4 +86,39 @@ t.test('certificate profiles', async (t) => {
     const other = (await ok(ts, admin, CREATE, { i: { tenantId: otherTenant, name: 'theirs' } })).createCertificateProfile;
     t.match((await fails(ts, admin, SET_DEFAULT, { a: issuer!.id, p: other.id }))[0]!.message, "the profile belongs to another tenant than the authority's");
   });
+
+  await t.test('usages beyond client_auth need SVC_PKI_PROFILE_EXTENDED_KEY_USAGES_ENABLED (off by default)', async (t) => {
+    for (const eku of ['server_auth', 'code_signing']) {
+      const [err] = await fails(ts, admin, CREATE, { i: { tenantId, name: `wide-${eku}`, extendedKeyUsages: ['client_auth', eku] } });
+      t.match(err, { message: `extendedKeyUsages: ${eku} is not allowed: leaves are client_auth only unless the platform sets SVC_PKI_PROFILE_EXTENDED_KEY_USAGES_ENABLED=true`, extensions: { code: 'BAD_REQUEST' } });
+    }
+    const p = (await ok(ts, admin, CREATE, { i: { tenantId, name: 'narrow', sanRules: { allowIpAddresses: true } } })).createCertificateProfile;
+    t.match((await fails(ts, admin, UPDATE, { id: p.id, i: { extendedKeyUsages: ['server_auth'] } }))[0]!.message, 'extendedKeyUsages: server_auth is not allowed');
+    t.same((await ok(ts, admin, UPDATE, { id: p.id, i: { extendedKeyUsages: ['client_auth'] } })).updateCertificateProfile.extendedKeyUsages, ['client_auth']);
+    // A profile stored with server_auth while the switch was on: its leaves still carry clientAuth alone.
+    await ts.service.sql`update certificate_profiles set extended_key_usages = '{client_auth,server_auth}' where id = ${p.id}`;
+    await ts.service.pki.authoritiesChanged({ profiles: [p.id] });
+    await ok(ts, admin, SET_DEFAULT, { a: issuer!.id, p: p.id });
+    const issued = (await ok(ts, admin, ISSUE_CSR, { i: { entityId: device, csrPem: opensslCsr(ca.dir, { addext: ['subjectAltName=IP:127.0.0.1'] }).csrPem, idempotencyKey: 'narrow' } })).issueCertificateFromCsrV2;
+    const text = opensslText(issued.certificate.certificatePem);
+    t.match(text, /Extended Key Usage: *\n *TLS Web Client Authentication\n/, 'clientAuth only');
+    t.notMatch(text, /Server Authentication/);
+    t.throws(() => opensslVerify(ca.root, issued.chainPem, issued.certificate.certificatePem, ['-purpose', 'sslserver']), /unsuitable certificate purpose/,
+      'openssl refuses it as a TLS server certificate');
+  });
+});
+
+t.test('with SVC_PKI_PROFILE_EXTENDED_KEY_USAGES_ENABLED=true a profile widens its leaves', async (t) => {
+  const ca = makeCaFiles(t);
+  const ts = await startAuthService(t, { ...ca.env, SVC_PKI_PROFILE_EXTENDED_KEY_USAGES_ENABLED: 'true' });
+  const admin = await adminToken(ts);
+  const tenantId = await createTenant(ts, admin, 'acme');
+  const device = await createEntity(ts, admin, { kind: 'device', name: 'd', tenantId });
+  const [issuer] = await ts.service.sql<{ id: string }[]>`select id from pki_authorities where tenant_id = ${tenantId} and status = 'active'`;
+  const p = (await ok(ts, admin, CREATE, { i: { tenantId, name: 'servers', extendedKeyUsages: ['server_auth'], sanRules: { allowIpAddresses: true } } })).createCertificateProfile;
+  t.same(p.extendedKeyUsages, ['client_auth', 'server_auth'], 'client_auth is always there');
+  await ok(ts, admin, SET_DEFAULT, { a: issuer!.id, p: p.id });
+  const issued = (await ok(ts, admin, ISSUE_CSR, { i: { entityId: device, csrPem: opensslCsr(ca.dir, { addext: ['subjectAltName=IP:127.0.0.1'] }).csrPem, idempotencyKey: 'wide' } })).issueCertificateFromCsrV2;
+  t.match(opensslText(issued.certificate.certificatePem), /TLS Web Client Authentication, TLS Web Server Authentication/);
+  t.match(opensslVerify(ca.root, issued.chainPem, issued.certificate.certificatePem, ['-purpose', 'sslserver']), /OK$/);
 });

@@ -107,6 +107,12 @@ t.test('revocation', async (t) => {
     await ok(ts, admin, REVOKE, { i: { credentialId: revokedEarlier } });
     t.match((await fails(ts, admin, BULK, { i: {} }))[0]!.message, 'give exactly one scope: tenantId, issuerId or principalGroupId');
     t.match((await fails(ts, admin, BULK, { i: { tenantId: bulkTenant, issuerId: bulkTenant } }))[0]!.message, 'give exactly one scope');
+    // A page of none revokes none: 0 (once read as 1) and negatives are refused naming limit, nothing written.
+    for (const limit of [0, -5]) {
+      const [err] = await fails(ts, admin, BULK, { i: { tenantId: bulkTenant, limit } });
+      t.match(err, { message: /^limit must be a whole number from 1 to 1000/, extensions: { code: 'BAD_REQUEST' } }, `limit ${limit} refused`);
+    }
+    t.equal((await sql`select count(*)::int as n from credentials where id = any(${ids}) and status = 'revoked'`)[0]!.n, 1, 'only the one revoked before');
 
     const p1 = (await ok(ts, admin, BULK, { i: { tenantId: bulkTenant, reason: 'cessation_of_operation', limit: 3 } })).bulkRevokeCertificates;
     t.equal(p1.items.length, 3);
