@@ -134,10 +134,14 @@ t.test('a configured root wins, and the development CA never replaces it afterwa
   // The keys already stored stay sealed by the development CA's key-encryption key: an operator moving to
   // their own root on the same database keeps it (docs/pki.md).
   const kek = { SVC_PKI_CA_KEY_ENCRYPTION_KEY: readFileSync(path.join(pkiDir, 'ca-key-encryption.key'), 'utf8').trim(), SVC_PKI_CA_KEY_ENCRYPTION_KEY_ID: 'dev-ca:v1' };
-  const service = await startService({ ...quickStart, ...ca.env, ...kek, SVC_PKI_DEV_CA: 'on' }, { log: testLogger() });
+  const files = readdirSync(pkiDir).map((f) => `${f} ${statSync(path.join(pkiDir, f)).mtimeMs}`);
+  const { log, entries } = capturingLogger();
+  const service = await startService({ ...quickStart, ...ca.env, ...kek, SVC_PKI_DEV_CA: 'on' }, { log });
   const ts = asTestService(service);
   const roots = await rootsOf(ts, await adminLogin(ts));
   await service.stop();
+  t.notOk(entries.some((e) => /DEVELOPMENT CERTIFICATE AUTHORITY/.test(e.msg)), 'no development CA, even asked for');
+  t.same(readdirSync(pkiDir).map((f) => `${f} ${statSync(path.join(pkiDir, f)).mtimeMs}`), files, 'nothing generated or rewritten');
   t.equal(roots.filter((r) => r.status === 'active' && r.fingerprint !== firstRootFingerprint).length, 1, 'the configured root is the active one');
 
   // The operator's root is in the database: starting again without it must not retire it.
