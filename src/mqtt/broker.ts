@@ -144,7 +144,7 @@ export async function createMqttBroker(deps: MqttDeps): Promise<MqttBroker> {
   // MQTT 3.1/3.1.1 clients' PUBLISHes are cut from their frames once connected (publish-lane.ts); the
   // lane calls the same hook and forwards through aedes' own publish (its PUBACKs it counts itself).
   const laneDeps = {
-    authorizePublish: hooks.authorizePublish, isDropped: hooks.isDropped, maxPacketBytes: config.maxPacketBytes,
+    publishFramed: hooks.publishFramed, isDropped: hooks.isDropped, maxPacketBytes: config.maxPacketBytes,
     maxTopicLevels: (broker as unknown as { maxTopicLevels: number }).maxTopicLevels,
     packetIn: metrics.packetIn, packetOut: metrics.packetOut,
     forward(packet: PublishPacket, client: Client) {

@@ -158,6 +158,26 @@ export function createHooks(deps: HookDeps) {
     }, () => undefined);
   }
 
+  /**
+   * authorizePublish for the framed path (publish-lane.ts), which keeps its answers in order itself and
+   * serves only MQTT 3.1/3.1.1 clients: no per-client promise chain per message.
+   */
+  function publishFramed(client: Client, packet: PublishPacket, done: (err?: Error | null) => void): void {
+    const session = sessions.get(client);
+    if (!session) return done(new Error('not authenticated'));
+    // Not a refusal: the message goes unacknowledged, so the client sends it again elsewhere.
+    if (deps.closing()) return done(new Error('service stopping'));
+    const work = publish(session, packet);
+    inFlight.add(work);
+    work.then(() => {
+      inFlight.delete(work);
+      done(null);
+    }, (err: Error) => {
+      inFlight.delete(work);
+      refuse(client, packet, err, done);
+    });
+  }
+
   async function publish(session: Session, packet: PublishPacket): Promise<void> {
     let topic = session.topics.get(packet.topic);
     if (topic === undefined) {
@@ -255,6 +275,7 @@ export function createHooks(deps: HookDeps) {
   return {
     authenticate,
     authorizePublish,
+    publishFramed,
     authorizeSubscribe,
     isDropped: (packet: object) => dropped.has(packet),
     /** Whether the client's SUBSCRIBE being completed was granted this filter (what its session may store). */

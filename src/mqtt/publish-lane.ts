@@ -25,8 +25,11 @@ interface LaneClient {
 }
 
 export interface LaneDeps {
-  /** The broker's authorizePublish hook: stores the message (or refuses it), then calls done. */
-  authorizePublish(client: Client, packet: PublishPacket, done: (err?: Error | null) => void): void;
+  /**
+   * The broker's publish hook without its ordering (the lane orders its answers itself): stores the
+   * message or refuses it as authorizePublish does, then calls done.
+   */
+  publishFramed(client: Client, packet: PublishPacket, done: (err?: Error | null) => void): void;
   /** A refusal acknowledged under the 'ignore' action: PUBACKed, never forwarded. */
   isDropped(packet: object): boolean;
   /** Forwards a stored message to subscribers (aedes' publish, unwrapped). */
@@ -53,6 +56,12 @@ function flushAll(): void {
   dirty.clear();
 }
 
+interface Entry {
+  packet: PublishPacket;
+  done: boolean;
+  err: Error | null;
+}
+
 interface Lane {
   flushAcks(): void;
 }
@@ -72,6 +81,9 @@ export function attachPublishLane(aedesClient: Client, deps: LaneDeps): boolean 
   let pending: Buffer | null = null;
   /** PUBLISHes of this lane not yet answered; aedes packets not yet done. */
   let fastPending = 0;
+  /** The lane's PUBLISHes in arrival order, answered or not; order[head] is the oldest unanswered. */
+  let order: (Entry | undefined)[] = [];
+  let head = 0;
   let aedesPending = client._parser._queue?.length ?? 0;
   /** PUBACK packet ids waiting for this turn's write. */
   let acks: number[] = [];
@@ -122,24 +134,46 @@ export function attachPublishLane(aedesClient: Client, deps: LaneDeps): boolean 
   conn.on('readable', pump);
   setImmediate(pump);
 
-  function answered(packet: PublishPacket, err?: Error | null): void {
-    fastPending--;
-    if (err) {
-      // As aedes does with a hook's error: the connection is closed, no PUBACK.
-      stopped = true;
-      client.emit('error', err);
-      return;
-    }
-    if (packet.qos === 1) {
-      acks.push(packet.messageId as number);
-      dirty.add(lane);
-      if (!flushScheduled) {
-        flushScheduled = true;
-        setImmediate(flushAll);
+  /**
+   * The hook answered one PUBLISH: answers leave in arrival order (MQTT-4.6.0-2), so each waits for
+   * those before it; the hook itself is called for every PUBLISH at once (the writer batches them).
+   */
+  function answered(entry: Entry, err: Error | null): void {
+    entry.done = true;
+    entry.err = err;
+    const full = fastPending >= MAX_PENDING;
+    while (order.length > head && (order[head] as Entry).done) {
+      const next = order[head] as Entry;
+      order[head++] = undefined;
+      fastPending--;
+      if (next.err) {
+        // As aedes does with a hook's error: the connection is closed, no PUBACK.
+        stopped = true;
+        order = [];
+        head = 0;
+        client.emit('error', next.err);
+        return;
       }
+      const packet = next.packet;
+      if (packet.qos === 1) {
+        acks.push(packet.messageId as number);
+        dirty.add(lane);
+        if (!flushScheduled) {
+          flushScheduled = true;
+          setImmediate(flushAll);
+        }
+      }
+      if (!deps.isDropped(packet)) deps.forward(packet, aedesClient);
     }
-    if (!deps.isDropped(packet)) deps.forward(packet, aedesClient);
-    if (fastPending === 0 || fastPending === MAX_PENDING - 1) pump();
+    if (head === order.length) {
+      order = [];
+      head = 0;
+    } else if (head > 1024) {
+      order = order.slice(head);
+      head = 0;
+    }
+    // Frames held for these answers (one for aedes, or beyond the bound) can go now.
+    if (fastPending === 0 || (full && fastPending < MAX_PENDING)) pump();
   }
 
   function handOver(frame: Buffer): void {
@@ -221,7 +255,9 @@ export function attachPublishLane(aedesClient: Client, deps: LaneDeps): boolean 
         any = true;
         fastPending++;
         deps.packetIn(fast);
-        deps.authorizePublish(aedesClient, fast, (err) => answered(fast, err));
+        const entry: Entry = { packet: fast, done: false, err: null };
+        order.push(entry);
+        deps.publishFramed(aedesClient, fast, (err) => answered(entry, err ?? null));
       } else {
         if (fastPending > 0) break;
         any = true;
