@@ -6,7 +6,7 @@ import * as grpc from '@grpc/grpc-js';
 // baseline server, which loads it from dist/) needs the bearer parser and the Principal type, nothing else.
 import { bearerToken } from '../auth/bearer.js';
 import type { Principal } from '../auth/principal.js';
-import { isUnexpected, toAppError, unauthenticated, type ErrorKind } from '../errors.js';
+import { invalidInput, isUnexpected, toAppError, unauthenticated, type ErrorKind } from '../errors.js';
 import type { Logger } from '../log.js';
 
 /**
@@ -86,6 +86,30 @@ export function callerOf(metadata: grpc.Metadata, verify: VerifyToken): Principa
   const verdict = verify(token);
   return verdict instanceof Promise ? verdict.then(principalOf) : principalOf(verdict);
 }
+
+/**
+ * What a request deserializer returns for bytes that are no message of its type. grpc-js answers a throwing
+ * deserializer with INTERNAL, the code of a server fault; the unary wrapper answers this INVALID_ARGUMENT.
+ */
+const UNDECODABLE = Symbol('undecodable request');
+interface Undecodable {
+  [UNDECODABLE]: string;
+}
+
+/** A request deserializer that never throws: bytes it cannot decode become a marker naming what was wrong. */
+export function tolerantDeserializer(deserialize: (bytes: Buffer) => unknown, typeName: string): (bytes: Buffer) => unknown {
+  return (bytes) => {
+    try {
+      return deserialize(bytes);
+    } catch (err) {
+      const why = err instanceof Error ? err.message.slice(0, 120) : 'malformed';
+      return { [UNDECODABLE]: `request message is not a valid ${typeName}: ${why}` } satisfies Undecodable;
+    }
+  };
+}
+
+const undecodable = (request: unknown): string | null =>
+  typeof request === 'object' && request !== null && UNDECODABLE in request ? (request as Undecodable)[UNDECODABLE] : null;
 
 /** Thrown by checkpoint() once the client gave up: the rest of the handler's work is skipped. */
 class Abandoned extends Error {}
@@ -185,6 +209,8 @@ export function createUnary(log: Logger, gate?: CallGate): { unary: Unary; stats
       };
       let result;
       try {
+        const garbled = undecodable(call.request);
+        if (garbled !== null) throw invalidInput(garbled);
         ctx.checkpoint();
         result = gate
           ? gate(call as grpc.ServerUnaryCall<unknown, unknown>, call.metadata).then((peer) => {

@@ -10,7 +10,7 @@ import type { Logger } from '../log.js';
 import { sourceDir } from '../paths.js';
 import { readPemFile } from '../pem-files.js';
 import type { ClientCertificates } from '../pki/index.js';
-import { createUnary, type CallStats, type Unary, type VerifyToken } from './call.js';
+import { createUnary, tolerantDeserializer, type CallStats, type Unary, type VerifyToken } from './call.js';
 import { createPeerGate } from './peer.js';
 
 /** Read at start from the source tree (the Dockerfile ships src/), like the GraphQL SDL. */
@@ -130,7 +130,11 @@ export function createGrpcServer(log: Logger, settings: GrpcSettings, peers?: Gr
     unary,
     stats,
     addService(name, impl) {
-      server.addService(serviceOf(services, name).service, impl);
+      // Undecodable request bytes are the client's fault: INVALID_ARGUMENT from the call wrapper, not grpc-js's INTERNAL.
+      const definition = Object.fromEntries(Object.entries(serviceOf(services, name).service).map(([method, def]) => [method, {
+        ...def, requestDeserialize: tolerantDeserializer(def.requestDeserialize, `${method} request`),
+      }]));
+      server.addService(definition, impl);
     },
     listen(host, port) {
       // Read before binding: a missing key file stops the start with a message naming it.

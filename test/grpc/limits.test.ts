@@ -1,6 +1,7 @@
 // The gRPC listener's limits on a live service: client deadlines (an expired one, one passing while the
 // server waits on a lock: the client is answered at its deadline and the server drops the rest of the
-// work, counting no failed attempt), the message size limit, the HTTP/2 stream cap and keepalive pings.
+// work, counting no failed attempt), the message size limit, undecodable message bytes (INVALID_ARGUMENT),
+// the HTTP/2 stream cap and keepalive pings.
 import http2 from 'node:http2';
 import * as grpc from '@grpc/grpc-js';
 import t from 'tap';
@@ -58,6 +59,24 @@ t.test('messages over SVC_GRPC_MAX_MESSAGE_BYTES are refused', async (t) => {
     { err: { code: grpc.status.RESOURCE_EXHAUSTED } }, 'over it');
   t.match(await client.call('AuthService', 'Authenticate', { token: 'x'.repeat(10_000) }), { err: { code: grpc.status.RESOURCE_EXHAUSTED } },
     'on a method without metadata too');
+});
+
+t.test('bytes that are no message of the method are INVALID_ARGUMENT, not INTERNAL', async (t) => {
+  const raw = new grpc.Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
+  t.teardown(() => raw.close());
+  const send = (path: string, bytes: Buffer) => new Promise<grpc.ServiceError | null>((resolve) => {
+    const md = new grpc.Metadata();
+    md.set('authorization', `Bearer ${admin}`);
+    raw.makeUnaryRequest(path, (b: Buffer) => b, (b: Buffer) => b, bytes, md, (err) => resolve(err));
+  });
+  // Field 1 (a string of 6 bytes), then a fixed32 field cut short: protobufjs cannot decode it (found by the fuzz suite).
+  const truncated = Buffer.from('0a06324d676a5d205d205d', 'hex');
+  for (const path of ['/atom.v1.AuthzService/Check', '/atom.v1.AuthService/Authenticate', '/atom.v1.CertificateService/RevokeEntityCertificates']) {
+    const err = await send(path, truncated);
+    t.equal(err?.code, grpc.status.INVALID_ARGUMENT, `${path}: ${err?.details}`);
+    t.match(err?.details, /request message is not a valid/);
+  }
+  t.match(await client.call('AuthzService', 'Check', platformCheck(), { token: admin }), { err: null, res: { allowed: true } }, 'a whole message still answers');
 });
 
 t.test('HTTP/2: the stream cap is announced, keepalive pings are sent', async (t) => {
