@@ -9,7 +9,9 @@ import { Name } from './x509.js';
 import type { AuthorityRow, NewAuthority } from './authority-queries.js';
 import { readCertificate } from './certificate-info.js';
 import { bytes, certificateDer, derToPem, randomSerial, signatureAlgorithmDer, tbsCertificateDer } from './der.js';
-import { authorityKeyIdentifier, caBasicConstraints, caKeyUsage, keyIdentifierOf, publicationUrls, subjectKeyIdentifier } from './extensions.js';
+import {
+  authorityInfoAccess, authorityKeyIdentifier, caBasicConstraints, caKeyUsage, crlDistributionPoints, keyIdentifierOf, publicationUrls, subjectKeyIdentifier,
+} from './extensions.js';
 import type { CaKeys, KeyAlgorithm, KeyBackendKind } from './keys/types.js';
 
 export interface AuthoritySettings {
@@ -65,10 +67,15 @@ export async function makeIssuingAuthority(
   const keyId = keyIdentifierOf(bytes(spki.subjectPublicKey));
   const serial = randomSerial();
   const parentAlgorithm = signatureAlgorithmDer(parent.key_algorithm);
+  const parentUrls = publicationUrls(settings.publicBaseUrl, parent.id);
   const tbs = tbsCertificateDer({
     serial, signatureAlgorithm: parentAlgorithm, issuerName: parentInfo.subjectNameDer, notBefore, notAfter, subjectName: subjectNameDer,
     subjectPublicKeyInfo: generated.spki,
-    extensions: [caBasicConstraints(0), caKeyUsage(), subjectKeyIdentifier(keyId), authorityKeyIdentifier(parentInfo.subjectKeyId)],
+    // The parent (the platform intermediate) publishes this certificate's revocation: its CRL, OCSP and certificate.
+    extensions: [
+      caBasicConstraints(0), caKeyUsage(), subjectKeyIdentifier(keyId), authorityKeyIdentifier(parentInfo.subjectKeyId),
+      authorityInfoAccess(parentUrls), crlDistributionPoints(parentUrls),
+    ],
   });
   const signature = await keys.sign(parent.key_ref, tbs);
   const der = certificateDer(tbs, parentAlgorithm, signature);

@@ -10,6 +10,7 @@ import type { Logger } from '../log.js';
 import type { ResolvedCertificate } from './certificates.js';
 import { createPkiAccess } from './access.js';
 import { createAuthorities } from './authorities.js';
+import { createAuthorityRevocation } from './authority-revocation.js';
 import { bootstrapFromConfig, checkStoredKeys } from './authority-bootstrap.js';
 import { createProvisioning } from './authority-provisioning.js';
 import { selectLiveAuthorities } from './authority-queries.js';
@@ -110,6 +111,7 @@ export function createPki(deps: PkiDeps) {
     sql: scopedSql, access, audit, changed: (id) => registry.changed({ profiles: [id], all: true }), extendedKeyUsagesEnabled: settings.profileExtendedKeyUsages,
   });
   const authorities = createAuthorities({ sql: scopedSql, access, provisioning, registry });
+  const authorityRevocation = createAuthorityRevocation({ sql: scopedSql, access, registry, revocation });
   const chains = createChains({ sql, hub });
   let stopping = false;
   let reconciling: Promise<unknown> | undefined;
@@ -131,7 +133,7 @@ export function createPki(deps: PkiDeps) {
     },
 
     graphqlModule(): GraphqlModule {
-      return pkiGraphqlModule({ authorities, profiles, certificates, issuance, revocation });
+      return pkiGraphqlModule({ authorities, profiles, certificates, issuance, revocation, authorityRevocation });
     },
 
     /** For the tenants domain (wired in the composition root). */

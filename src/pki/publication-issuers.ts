@@ -8,8 +8,12 @@ import type { StoredKeyRef } from './keys/types.js';
 import { issuerHashes, responderIdByKey, responseCertsDer, subjectPublicKeyBits } from './ocsp-der.js';
 import type { IssuerContext, Registry } from './registry.js';
 
-/** Only these issue leaves, so only they publish revocation (SPEC: only they get publication URLs). */
-const PUBLISHING_KINDS = new Set(['platform_leaf_issuer', 'tenant_intermediate']);
+/**
+ * The leaf issuers publish their leaves' revocation; the platform intermediate publishes that of the
+ * authorities it signed (tenant intermediates, the platform leaf issuer), so a relying party can check the
+ * whole chain. The root's CRL is the operator's, made offline: its key never enters the service.
+ */
+const PUBLISHING_KINDS = new Set(['platform_intermediate', 'platform_leaf_issuer', 'tenant_intermediate']);
 const PUBLISHING_STATUSES = new Set(['active', 'retiring', 'retired']);
 
 export interface PublishingIssuer {

@@ -4,6 +4,7 @@ import { iso } from '../graphql/mapping.js';
 import { authed, type Args } from '../graphql/resolve.js';
 import { readSdl, type GraphqlModule } from '../graphql/schema.js';
 import type { Authorities } from './authorities.js';
+import type { AuthorityRevocation } from './authority-revocation.js';
 import type { AuthorityRow } from './authority-queries.js';
 import type { CertificateRow } from './certificate-queries.js';
 import { statusOf, type CertificateReads } from './certificates.js';
@@ -34,7 +35,7 @@ function toAuthority(r: AuthorityRow, chainPem: string | null) {
     managedBy: r.provisioning_mode === 'config' ? 'config' : null, failureReason: r.failure_reason, defaultProfileId: r.default_profile_id,
     notBefore: iso(r.not_before), notAfter: iso(r.not_after), createdAt: iso(r.created_at), activatedAt: iso(r.activated_at),
     retiringAt: iso(r.retiring_at), retiredAt: iso(r.retired_at), updatedAt: iso(r.updated_at), ocspUrl: r.ocsp_url, caIssuersUrl: r.ca_issuers_url,
-    crlDistributionPointUrl: r.crl_distribution_point_url,
+    crlDistributionPointUrl: r.crl_distribution_point_url, revokedAt: iso(r.revoked_at), revocationReason: r.revocation_reason,
   };
 }
 
@@ -55,7 +56,9 @@ const toRevocation = (r: Revocation) => ({
   certificate: toCertificate(r.certificate), reason: r.reason, actorEntityId: r.actorEntityId, revokedAt: iso(r.revokedAt), idempotentReplay: r.idempotentReplay,
 });
 
-export function pkiGraphqlModule(s: { authorities: Authorities; profiles: Profiles; certificates: CertificateReads; issuance: Issuance; revocation: RevocationService }): GraphqlModule {
+export function pkiGraphqlModule(s: {
+  authorities: Authorities; profiles: Profiles; certificates: CertificateReads; issuance: Issuance; revocation: RevocationService; authorityRevocation: AuthorityRevocation;
+}): GraphqlModule {
   const authority = async (row: AuthorityRow) => toAuthority(row, await s.authorities.chainPem(row));
   const caller = (principal: Parameters<Parameters<typeof authed>[0]>[0], requestId: string) => ({ kind: 'principal' as const, principal, requestId });
   return {
@@ -81,6 +84,7 @@ export function pkiGraphqlModule(s: { authorities: Authorities; profiles: Profil
         }),
         beginAuthorityRetirement: authed(async (p, a, ctx) => authority(await s.authorities.beginRetirement(p, a.authorityId, ctx.requestId))),
         completeAuthorityRetirement: authed(async (p, a, ctx) => authority(await s.authorities.completeRetirement(p, a.authorityId, ctx.requestId))),
+        revokeAuthority: authed(async (p, a, ctx) => authority(await s.authorityRevocation.revoke(p, a.authorityId, a.reason, ctx.requestId))),
         transitionRetirement: authed(async (p, a, ctx) => authority(await s.authorities.transition(p, a.authorityId, ctx.requestId))),
         setAuthorityDefaultProfile: authed(async (p, a) => authority(await s.authorities.get(p, await s.profiles.setDefault(p, a.authorityId, a.profileId)))),
         createCertificateProfile: authed(async (p, a) => toProfile(await s.profiles.create(p, a.input as Args))),
