@@ -9,6 +9,7 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import t from 'tap';
+import { tenantsWithoutIssuer } from '../../src/pki/authority-queries.js';
 import { CHANGED_TOPIC } from '../../src/pki/index.js';
 import { adminToken, startAuthService } from '../helpers/auth.js';
 import { curlJson, enrollmentEnv } from '../helpers/enrollment.js';
@@ -125,6 +126,7 @@ t.test('chain revocation', async (t) => {
     t.match(ledger, { issuer_id: pi!.id, reason: 'ca_compromise' }, "its certificate is in the platform intermediate's ledger");
 
     const [refused] = await fails(ts, admin, ISSUE_CSR, { i: { entityId: leafA.device, csrPem: opensslCsr(ca.dir).csrPem, idempotencyKey: 'after' } });
+    t.notOk((await tenantsWithoutIssuer(sql, 1000)).includes(tenantA), 'automatic provisioning (at start) leaves the revoked tenant CA unreplaced');
     t.match(refused, { message: new RegExp(`certificate authority ${caA} \\(tenant intermediate\\) was revoked \\(ca_compromise\\).*issues nothing`), extensions: { code: 'CONFLICT' } });
 
     const grpcAnswer = await resolve(leafA.certificatePem);
