@@ -32,7 +32,7 @@ COPY --chown=svc:svc src ./src
 RUN mkdir -p /app/.data && chown svc:svc /app/.data
 USER svc
 VOLUME ["/app/.data"]
-EXPOSE 8080 8008 9009 8082 1883 8883 8081 8443 5683/udp
+EXPOSE 8080 8008 9009 8082 1883 8883 8081 8443 8089 5683/udp
 HEALTHCHECK --interval=15s --timeout=3s CMD ["node", "-e", "fetch('http://127.0.0.1:8080/health/live').then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 ENTRYPOINT ["/usr/bin/tini", "--"]
 CMD ["node", "dist/src/main.js"]

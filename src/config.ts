@@ -20,8 +20,10 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
     mqtt: r.addr('SVC_MQTT_ADDR', '0.0.0.0:1883'),
     coap: r.addr('SVC_COAP_ADDR', '0.0.0.0:5683'),
     grpc: r.addr('SVC_GRPC_ADDR', '0.0.0.0:8081'),
-    // The public certificate routes again on node:http, for HTTP/1.0 relying parties (openssl ocsp); off unless set.
-    pkiPublication: r.addr('SVC_PKI_PUBLICATION_ADDR', 'off'),
+    // The public certificate routes (/certs: OCSP, CRLs, issuer certificates) on node:http, which also speaks
+    // HTTP/1.0 as `openssl ocsp` and `openssl verify -crl_download` do (the uWS listeners answer only 1.1).
+    // On by default: the URLs embedded in certificates point here unless SVC_PKI_PUBLICATION_BASE_URL says otherwise.
+    pkiPublication: r.addr('SVC_PKI_PUBLICATION_ADDR', '0.0.0.0:8089'),
     // MQTT over TLS: only with a certificate and key (below); the plaintext listener may then be off.
     mqtts: r.optional('SVC_MQTT_TLS_CERT_PATH') === undefined ? null : r.addr('SVC_MQTTS_ADDR', '0.0.0.0:8883'),
   };
@@ -157,7 +159,7 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
     r.problem(`SVC_ADMIN_SECRET must be at least ${auth.minPasswordChars} characters (SVC_MIN_PASSWORD_CHARS)`);
   }
 
-  const pki = loadPkiConfig(r, publicBaseUrl, keyEncryptionKey);
+  const pki = loadPkiConfig(r, keyEncryptionKey, { embeddedDatabase: r.optional('DATABASE_URL') === undefined, dataDir: database.embedded.dataDir });
 
   const workers = {
     threads: r.int('SVC_WORKER_THREADS', Math.max(1, Math.min(4, os.availableParallelism() - 1)), 1, 256),
@@ -340,8 +342,45 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
   return config;
 }
 
-function loadPkiConfig(r: ReturnType<typeof createReader>, publicBaseUrl: string, kek: Buffer | undefined) {
-  const enrollmentEnabled = r.bool('SVC_PKI_ENROLLMENT_ENABLED', false);
+/** Where the development CA's files live (src/pki/dev-ca.ts writes them; `npm run ca:init` too). */
+export function devCaFiles(dir: string) {
+  const f = (name: string) => path.join(dir, name);
+  return {
+    dir,
+    rootCert: f('root-ca.pem'),
+    // Written for the operator (to sign a replacement intermediate, or to throw away); the service never reads it.
+    rootKey: f('root-ca.key'),
+    intermediateCert: f('platform-intermediate.pem'),
+    intermediateKey: f('platform-intermediate.key'),
+    // The enrollment listener's certificate (localhost, 127.0.0.1, ::1) followed by the intermediate.
+    serverCert: f('enrollment-server.pem'),
+    serverKey: f('enrollment-server.key'),
+    // Seals the imported intermediate's key when SVC_PKI_CA_KEY_ENCRYPTION_KEY is unset (base64 of 32 bytes).
+    keyEncryptionKey: f('ca-key-encryption.key'),
+  };
+}
+
+export type DevCaFiles = ReturnType<typeof devCaFiles>;
+
+/**
+ * The development CA (issue 34): on the embedded database (the quick start) with no root configured, the
+ * first start makes a root, a platform intermediate and an enrollment server certificate under
+ * SVC_DATA_DIR/pki and the service runs on them as if configured, enrollment included (on loopback).
+ * With DATABASE_URL set it applies only when asked (SVC_PKI_DEV_CA=on); a configured root always wins.
+ */
+function loadDevCa(r: ReturnType<typeof createReader>, database: { embeddedDatabase: boolean; dataDir: string }) {
+  const mode = r.oneOf('SVC_PKI_DEV_CA', ['auto', 'on', 'off'] as const, 'auto');
+  const rootConfigured = r.optional('SVC_PKI_ROOT_CERT_PATH') !== undefined;
+  const active = !rootConfigured && (mode === 'on' || (mode === 'auto' && database.embeddedDatabase));
+  return { mode, active, files: devCaFiles(path.join(database.dataDir, 'pki')) };
+}
+
+function loadPkiConfig(
+  r: ReturnType<typeof createReader>, kek: Buffer | undefined, database: { embeddedDatabase: boolean; dataDir: string },
+) {
+  const devCa = loadDevCa(r, database);
+  const dev = devCa.active ? devCa.files : undefined;
+  const enrollmentEnabled = r.bool('SVC_PKI_ENROLLMENT_ENABLED', devCa.active);
   const backend = r.oneOf('SVC_PKI_CA_KEY_BACKEND', ['encrypted_database', 'pkcs11'] as const, 'encrypted_database');
   const caKek = r.key('SVC_PKI_CA_KEY_ENCRYPTION_KEY', 32);
   if (caKek && kek && caKek.equals(kek)) {
@@ -368,9 +407,10 @@ function loadPkiConfig(r: ReturnType<typeof createReader>, publicBaseUrl: string
   }
   const enrollment = {
     enabled: enrollmentEnabled,
-    listen: r.addr('SVC_PKI_ENROLLMENT_LISTEN_ADDR', '0.0.0.0:8443'),
-    tlsCertPath: r.optional('SVC_PKI_ENROLLMENT_TLS_CERT_PATH'),
-    tlsKeyPath: r.optional('SVC_PKI_ENROLLMENT_TLS_KEY_PATH'),
+    // On the development CA: loopback only, with the server certificate it made.
+    listen: r.addr('SVC_PKI_ENROLLMENT_LISTEN_ADDR', dev ? '127.0.0.1:8443' : '0.0.0.0:8443'),
+    tlsCertPath: r.optional('SVC_PKI_ENROLLMENT_TLS_CERT_PATH') ?? dev?.serverCert,
+    tlsKeyPath: r.optional('SVC_PKI_ENROLLMENT_TLS_KEY_PATH') ?? dev?.serverKey,
     maxCsrBytes: r.int('SVC_PKI_ENROLLMENT_MAX_CSR_BYTES', 65_536, 128, 10_485_760),
     entityRateLimit: r.int('SVC_PKI_ENROLLMENT_ENTITY_RATE_LIMIT', 10, 1),
     entityRateWindowSecs: r.int('SVC_PKI_ENROLLMENT_ENTITY_RATE_WINDOW_SECS', 60, 1),
@@ -390,15 +430,18 @@ function loadPkiConfig(r: ReturnType<typeof createReader>, publicBaseUrl: string
     if (!enrollment.tlsCertPath) r.problem('SVC_PKI_ENROLLMENT_TLS_CERT_PATH is required when enrollment is enabled');
     if (!enrollment.tlsKeyPath) r.problem('SVC_PKI_ENROLLMENT_TLS_KEY_PATH is required when enrollment is enabled');
   }
-  const rootCertPath = r.optional('SVC_PKI_ROOT_CERT_PATH');
-  const platformIntermediateCertPath = r.optional('SVC_PKI_PLATFORM_INTERMEDIATE_CERT_PATH');
-  const platformIntermediateKeyPath = r.optional('SVC_PKI_PLATFORM_INTERMEDIATE_KEY_PATH');
+  const rootCertPath = r.optional('SVC_PKI_ROOT_CERT_PATH') ?? dev?.rootCert;
+  const platformIntermediateCertPath = r.optional('SVC_PKI_PLATFORM_INTERMEDIATE_CERT_PATH') ?? dev?.intermediateCert;
+  const platformIntermediateKeyPath = r.optional('SVC_PKI_PLATFORM_INTERMEDIATE_KEY_PATH') ?? dev?.intermediateKey;
+  if (dev && r.optional('SVC_PKI_PLATFORM_INTERMEDIATE_CERT_PATH')) {
+    r.problem('SVC_PKI_PLATFORM_INTERMEDIATE_CERT_PATH needs SVC_PKI_ROOT_CERT_PATH (the root it chains to); the development CA brings its own');
+  }
   if (!platformIntermediateCertPath !== !platformIntermediateKeyPath) {
     r.problem('SVC_PKI_PLATFORM_INTERMEDIATE_CERT_PATH and SVC_PKI_PLATFORM_INTERMEDIATE_KEY_PATH must be set together');
   }
   if (platformIntermediateCertPath && !rootCertPath) r.problem('SVC_PKI_PLATFORM_INTERMEDIATE_CERT_PATH needs SVC_PKI_ROOT_CERT_PATH (the root it chains to)');
   return {
-    publicBaseUrl,
+    publicationBaseUrl: publicationBaseUrlOf(r),
     rootCertPath,
     platformIntermediateCertPath,
     platformIntermediateKeyPath,
@@ -408,8 +451,11 @@ function loadPkiConfig(r: ReturnType<typeof createReader>, publicBaseUrl: string
     authorityTtlSecs: r.int('SVC_PKI_AUTHORITY_TTL_SECS', 94_608_000, 3600, 946_080_000),
     caKeyBackend: backend,
     caKeyEncryptionKey: caKek,
-    caKeyEncryptionKeyId: r.string('SVC_PKI_CA_KEY_ENCRYPTION_KEY_ID', 'local-ca:v1'),
+    // The development CA's own key-encryption key (a file next to its keys) has an id of its own, so a start
+    // with an operator's key later is refused by name rather than failing to unwrap.
+    caKeyEncryptionKeyId: r.string('SVC_PKI_CA_KEY_ENCRYPTION_KEY_ID', dev && !caKek ? 'dev-ca:v1' : 'local-ca:v1'),
     pkcs11,
+    devCa,
     enrollment,
     lifecycle: {
       enabled: r.bool('SVC_PKI_LIFECYCLE_ENABLED', false),
@@ -428,6 +474,22 @@ function loadPkiConfig(r: ReturnType<typeof createReader>, publicBaseUrl: string
     },
     outbox: loadOutboxConfig(r),
   };
+}
+
+/**
+ * SVC_PKI_PUBLICATION_BASE_URL: the base of the OCSP, caIssuers and CRL URLs embedded in certificates, read at
+ * issuance. Unset (null): the publication listener's own address once bound. Apart from SVC_PUBLIC_BASE_URL
+ * (JWT issuer, cookie origin, links), so moving one never moves the other.
+ */
+function publicationBaseUrlOf(r: ReturnType<typeof createReader>): string | null {
+  const value = r.url('SVC_PKI_PUBLICATION_BASE_URL', undefined);
+  if (value === undefined) return null;
+  const u = new URL(value);
+  // Relying parties fetch CRLs and OCSP over plain http (RFC 5280 4.2.1.13; `openssl verify -crl_download`
+  // knows nothing else); https is allowed for clients that can, nothing else is a location.
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') r.problem(`SVC_PKI_PUBLICATION_BASE_URL must be an http or https URL, got '${value}'`);
+  else if (u.search || u.hash || u.username || u.password) r.problem(`SVC_PKI_PUBLICATION_BASE_URL must be a base without query, fragment or credentials, got '${value}'`);
+  return value.replace(/\/+$/, '');
 }
 
 /** The outbox relay's sinks (issue 27): a signed webhook and/or a NOTIFY channel; no sink, no relay. */

@@ -30,7 +30,7 @@ import { createLogger, type Logger } from './log.js';
 import { migrationsDir, projectRoot } from './paths.js';
 import { createWorkerPool, type WorkerPool } from './worker-pool.js';
 import { caKeysWorkerData, createCaKeys, type CaKeys } from './pki/keys/index.js';
-import { certificateGrpcService, createCertificateResolution, createPki, type Pki } from './pki/index.js';
+import { certificateGrpcService, createCertificateResolution, createPki, listenerBaseUrl, prepareDevCa, type Pki } from './pki/index.js';
 import { createEnrollmentListener, type EnrollmentListener } from './pki/enrollment/index.js';
 import { createLifecycleSweeper } from './pki/lifecycle/sweeper.js';
 import { createOutboxRelay } from './pki/outbox/relay.js';
@@ -133,11 +133,15 @@ export async function startService(env: Record<string, string | undefined>, opti
     closers.push({ name: 'audit retention', close: () => auditRetention.close() });
     auditRetention.start();
 
-    const caKeysData = caKeysWorkerData(config.pki);
+    // The development CA (SVC_PKI_DEV_CA): its files are made or reused before the keys and authorities load.
+    const pkiConfig = config.pki.devCa.active ? {
+      ...config.pki, caKeyEncryptionKey: await prepareDevCa({ sql, log: log.child({ component: 'pki' }) }, config.pki.devCa.files, config.pki.caKeyEncryptionKey),
+    } : config.pki;
+    const caKeysData = caKeysWorkerData(pkiConfig);
     const workers = createWorkerPool({ ...config.workers, workerData: { caKeys: caKeysData }, keepThreads: caKeysData.pkcs11 !== null });
     closers.push({ name: 'worker pool', close: () => workers.close() });
     // With PKCS#11 configured this opens the token: a wrong module, label or PIN stops the start here.
-    const caKeys = await createCaKeys({ workers, config: config.pki, log });
+    const caKeys = await createCaKeys({ workers, config: pkiConfig, log });
     closers.push({ name: 'ca keys', close: () => caKeys.close() });
 
     const health = createHealth({ version, revision: config.revision });
@@ -209,7 +213,7 @@ export async function startService(env: Record<string, string | undefined>, opti
     const pki = createPki({
       sql, scopedSql: domainSql, hub, authz, audit, keys: caKeys, workers, log: log.child({ component: 'pki' }),
       settings: {
-        publicBaseUrl: config.publicBaseUrl, rootCertPath: config.pki.rootCertPath,
+        publicationBaseUrl: config.pki.publicationBaseUrl, rootCertPath: config.pki.rootCertPath,
         platformIntermediateCertPath: config.pki.platformIntermediateCertPath, platformIntermediateKeyPath: config.pki.platformIntermediateKeyPath,
         caKeyBackend: config.pki.caKeyBackend, authorityKeyAlgorithm: config.pki.authorityKeyAlgorithm, authorityTtlSecs: config.pki.authorityTtlSecs,
         maxCsrBytes: config.pki.enrollment.maxCsrBytes, generatedKeyIssuance: config.pki.generatedKeyIssuanceEnabled, lists,
@@ -217,6 +221,17 @@ export async function startService(env: Record<string, string | undefined>, opti
         pkcs11MaxInFlight: config.pki.pkcs11.maxInFlight, publication: config.pki.publication,
       },
     });
+    // The publication listener (node:http, HTTP/1.0 and 1.1) binds before the authorities load, so the
+    // address certificates embed is known before anything can be issued; its routes read only the database.
+    const ports: Service['ports'] = {};
+    if (config.listeners.pkiPublication) {
+      const { host, port } = config.listeners.pkiPublication;
+      const publication = pki.publicationListener(limiter);
+      ports.pki_publication = await publication.listen(host, port);
+      closers.push({ name: 'pki publication listener', close: () => publication.close() });
+      log.info('listening', { listener: 'pki_publication', host, port: ports.pki_publication });
+      pki.followPublicationAddress(listenerBaseUrl(host, ports.pki_publication));
+    }
     await pki.init();
     closers.push({ name: 'pki', close: () => pki.close() });
     // Expiry notices (one sweeper across instances) and outbox delivery (one relay), issue 27.
@@ -339,7 +354,6 @@ export async function startService(env: Record<string, string | undefined>, opti
     if (metrics && config.metricsAddr) servers.set('metrics', { server: metrics.createListener(log), addr: config.metricsAddr });
     else metrics?.registerRoute(http);
 
-    const ports: Service['ports'] = {};
     // The HTTP API is ready when the service is (upstream's meaning); gRPC when its listener is bound.
     const where = (addr: NonNullable<Addr>, port: number | undefined) => `${addr.host}:${port ?? addr.port}`;
     health.derive('http_ready', ({ ready, failing }) => {
@@ -357,12 +371,13 @@ export async function startService(env: Record<string, string | undefined>, opti
       closers.push({ name: `${name} listener`, close: () => server.close() });
       log.info('listening', { listener: name, host: addr.host, port: ports[name] });
     }
-    if (config.listeners.pkiPublication) {
-      const { host, port } = config.listeners.pkiPublication;
-      const publication = pki.publicationListener(limiter);
-      ports.pki_publication = await publication.listen(host, port);
-      closers.push({ name: 'pki publication listener', close: () => publication.close() });
-      log.info('listening', { listener: 'pki_publication', host, port: ports.pki_publication });
+    // No publication listener and no SVC_PKI_PUBLICATION_BASE_URL: the management listener's /certs routes
+    // (HTTP/1.1 only), so certificates still name a place that answers.
+    if (!pki.publicationBase.known() && config.listeners.http && ports.http !== undefined) {
+      pki.followPublicationAddress(listenerBaseUrl(config.listeners.http.host, ports.http));
+      log.warn('SVC_PKI_PUBLICATION_ADDR is off: certificate URLs point at the management listener, which HTTP/1.0 clients (openssl ocsp) cannot reach; set SVC_PKI_PUBLICATION_BASE_URL to where the publication routes are served');
+    } else if (!pki.publicationBase.known()) {
+      log.warn('no publication address (SVC_PKI_PUBLICATION_ADDR and SVC_HTTP_ADDR off, SVC_PKI_PUBLICATION_BASE_URL unset): this instance issues no certificates');
     }
     if (config.listeners.grpc) {
       const server = createGrpcServer(log, config.grpc, { clientCertificates, verifyToken: auth.verifyToken });
@@ -450,7 +465,7 @@ export async function startService(env: Record<string, string | undefined>, opti
         })());
       },
     };
-    log.info('ready');
+    log.info('ready', { certificate_urls: pki.publicationBase.known() ? pki.publicationBase.url() : null });
     return service;
   } catch (err) {
     await stopAll();

@@ -84,11 +84,16 @@ function readMachineBusyTicks() {
  * Snapshot CPU ticks per group: each named root pid with all its descendants, plus group "postgres" (every
  * process whose comm is postgres, wherever it came from) when includePostgres. A PostgreSQL process
  * is only ever counted in "postgres", even when it descends from a root.
+ * With postgresDatabase, the PostgreSQL processes serving that database (its backends and autovacuum
+ * workers) and the shared writers every commit needs (WAL writer, checkpointer, background writer) are
+ * also kept apart as "postgresOwn" (not summed into the others): on a machine where other test suites use
+ * the same PostgreSQL, it is the figure their databases do not reach (the postmaster, which absorbs every
+ * reaped backend of every database, is left out of it).
  * @param {Record<string, number>} roots group name -> root pid
- * @param {{includePostgres?: boolean}} [opts]
+ * @param {{includePostgres?: boolean, postgresDatabase?: string}} [opts]
  * @returns {CpuSnapshot}
  */
-export function takeCpuSnapshot(roots, { includePostgres = true } = {}) {
+export function takeCpuSnapshot(roots, { includePostgres = true, postgresDatabase } = {}) {
   const stats = readAllStats();
   const machineBusyTicks = readMachineBusyTicks();
   const wallNs = process.hrtime.bigint();
@@ -116,8 +121,22 @@ export function takeCpuSnapshot(roots, { includePostgres = true } = {}) {
     const pg = stats.filter((s) => s.comm === 'postgres');
     pids.postgres = pg.map((s) => s.pid);
     ticks.postgres = pg.reduce((sum, s) => sum + s.ticks, 0);
+    if (postgresDatabase) ticks.postgresOwn = pg.filter((s) => servesDatabase(s.pid, postgresDatabase)).reduce((sum, s) => sum + s.ticks, 0);
   }
   return { wallNs, ticks, sleeps, pids, machineBusyTicks };
+}
+
+const SHARED_WRITERS = /^postgres: (?:\S+: )?(walwriter|checkpointer|background writer)/;
+
+/** A backend or autovacuum worker of the database ("postgres: user db host(port) state"), or a shared writer. */
+function servesDatabase(/** @type {number} */ pid, /** @type {string} */ database) {
+  let cmd;
+  try {
+    cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
+  } catch {
+    return false;
+  }
+  return SHARED_WRITERS.test(cmd) || cmd.includes(` ${database} `);
 }
 
 /**

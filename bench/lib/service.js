@@ -18,6 +18,8 @@ const BASE_ENV = {
   // CoAP defaults to a fixed UDP port on all interfaces: off, like MQTT, unless a scenario turns it on.
   SVC_COAP_ADDR: 'off',
   SVC_GRPC_ADDR: 'off',
+  // The certificate publication listener (node:http) is on by default at a fixed port: ephemeral here too.
+  SVC_PKI_PUBLICATION_ADDR: '127.0.0.1:0',
   // The harness sets its own limits (DESIGN.md "Rate limits"): a per-IP limit would turn load into 429s.
   SVC_RATE_LIMIT_ENABLED: 'false',
   // info, not warn: the "listening"/"ready" lines are info and are not promised at warn.
@@ -40,10 +42,11 @@ const running = new Set();
 /**
  * Start `node dist/src/main.js` from the repo root with the bench environment plus `env`.
  * DATABASE_URL: opts.databaseUrl, else the environment's, else a fresh bench_<random> dropped by stop().
- * @param {{env?: Record<string,string>, databaseUrl?: string, entry?: string}} [opts]
+ * nodeArgs go before the entry file (node's own options, e.g. --cpu-prof, which NODE_OPTIONS refuses).
+ * @param {{env?: Record<string,string>, databaseUrl?: string, entry?: string, nodeArgs?: string[]}} [opts]
  * @returns {Promise<Service>}
  */
-export async function startService({ env = {}, databaseUrl, entry } = {}) {
+export async function startService({ env = {}, databaseUrl, entry, nodeArgs = [] } = {}) {
   const main = entry ?? process.env.BENCH_SERVICE_ENTRY ?? join('dist', 'src', 'main.js');
   if (!existsSync(join(repoRoot, main))) throw new Error(`${main} not found under ${repoRoot}: run \`npm run build\` first`);
   const givenUrl = databaseUrl ?? process.env.DATABASE_URL;
@@ -51,7 +54,9 @@ export async function startService({ env = {}, databaseUrl, entry } = {}) {
   const url = givenUrl ?? /** @type {{url: string}} */ (ownDatabase).url;
   let server;
   try {
-    server = await spawnServer({ args: [main], cwd: repoRoot, env: { ...BASE_ENV, DATABASE_URL: url, ...env }, name: main });
+    // BENCH_SERVICE_NODE_ARGS: node flags for the service alone (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof").
+    const envArgs = process.env.BENCH_SERVICE_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
+    server = await spawnServer({ args: [...nodeArgs, ...envArgs, main], cwd: repoRoot, env: { ...BASE_ENV, DATABASE_URL: url, ...env }, name: main });
   } catch (err) {
     if (ownDatabase) await dropDatabase(ownDatabase.name);
     throw err;

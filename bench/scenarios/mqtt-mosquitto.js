@@ -6,7 +6,7 @@ import { driveMqtt } from './mqtt-publish.js';
 
 const HOST_PORT = 1883;
 
-function mosquittoPid() {
+export function mosquittoPid() {
   for (const name of readdirSync('/proc')) {
     if (!/^\d+$/.test(name)) continue;
     try {

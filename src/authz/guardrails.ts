@@ -4,6 +4,7 @@ import { AppError } from '../errors.js';
 import type { Queryable } from '../db/client.js';
 import type { Principal } from '../auth/principal.js';
 import type { ActionCatalog } from './compile.js';
+import { SENSITIVE_KINDS } from './scope.js';
 import {
   selectBlocks, selectEntityKind, selectGroupBlockIds, selectGroupMemberKinds, selectObjectType, selectRules,
   type BlockSpecRow, type RuleRow,
@@ -59,8 +60,13 @@ export function evaluateGuardrail(rules: readonly RuleRow[], entityKind: string,
   return { decision: 'deny', rule: null, step: 'default deny' };
 }
 
-/** Kinds a tenant-scoped block can reach: signing keys are platform objects and never live in a tenant. */
-const TENANT_BOUND_KINDS: ReadonlySet<string> = new Set(['entity', 'resource', 'group', 'tenant', 'role', 'policy', 'credential', 'api_endpoint', 'audit_log']);
+/**
+ * Kinds a tenant-scoped block can reach: signing keys are platform objects and never live in a tenant;
+ * the sensitive kinds (audit_log, credential) are not reached by a tenant scope at decision time (scope.ts).
+ */
+const TENANT_BOUND_KINDS: ReadonlySet<string> = new Set(
+  ['entity', 'resource', 'group', 'tenant', 'role', 'policy', 'credential', 'api_endpoint', 'audit_log'].filter((k) => !SENSITIVE_KINDS.has(k)),
+);
 
 export interface BlockSpec {
   scopeMode: string;

@@ -1,6 +1,19 @@
 // Scope containment: does a block's (or a token ceiling's) scope contain an object? Pure and allocation-free.
 import type { ObjectFacts, Scope } from './model.js';
 
+/**
+ * Kinds a tenant-wide scope does not reach (issue 35 point 6): the audit log (who did what, from where)
+ * and credentials (secrets, tokens, certificates). A tenant-scope `read` makes a read-only member, not an
+ * auditor or a key custodian: these need a block naming the kind (object_kind/object_type), the exact
+ * object, or platform scope. SPEC.md's tenant-admin role carries them as separate blocks for this reason.
+ */
+export const SENSITIVE_KINDS: ReadonlySet<string> = new Set(['audit_log', 'credential']);
+
+/** A tenant block contains the tenant's objects, the tenant itself included, except the sensitive kinds. */
+function inTenantScope(s: Scope, o: ObjectFacts): boolean {
+  return o.tenantId !== null && o.tenantId === s.tenantId && !SENSITIVE_KINDS.has(o.kind);
+}
+
 /** A tenant boundary on a block: null means platform-wide, otherwise the object must live in that tenant. */
 function inTenant(s: Scope, o: ObjectFacts): boolean {
   return s.tenantId === null || s.tenantId === o.tenantId;
@@ -14,7 +27,7 @@ function inTenant(s: Scope, o: ObjectFacts): boolean {
 function containsKind(s: Scope, o: ObjectFacts): boolean {
   switch (s.mode) {
     case 'platform': return true;
-    case 'tenant': return o.tenantId !== null && s.tenantId === o.tenantId;
+    case 'tenant': return inTenantScope(s, o);
     case 'object_kind':
     case 'object_type': return s.objectKind === o.kind && (s.tenantId === null || s.tenantId === o.tenantId);
     default: return false;
@@ -26,7 +39,7 @@ export function scopeContains(s: Scope, o: ObjectFacts): boolean {
   switch (s.mode) {
     case 'platform': return true;
     // A tenant object's tenantId is its own id, so a tenant block contains the tenant itself.
-    case 'tenant': return o.tenantId !== null && o.tenantId === s.tenantId;
+    case 'tenant': return inTenantScope(s, o);
     case 'object_kind': return s.objectKind === o.kind && inTenant(s, o);
     case 'object_type': return s.objectType === o.type && s.objectKind === o.kind && inTenant(s, o);
     case 'object': return s.objectId === o.id && (s.objectKind === null || s.objectKind === o.kind) && inTenant(s, o);

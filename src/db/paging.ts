@@ -52,3 +52,26 @@ export async function selectPage<T>(
       ), '[]'::json) as items`;
   return row;
 }
+
+/**
+ * The same page as selectPage, as plain rows: PostgreSQL sends the page's columns as they are (no JSON
+ * built per row and parsed again), with the total in a column of every row. The lateral join keeps one
+ * row (all page columns null) when the page is empty, so the total still comes back in the same round
+ * trip. Rows keep postgres.js types (timestamps as Date, json parsed); `key` is a page column that is
+ * never null (the empty page is told by it), `total` must not be a page column.
+ */
+export async function selectRows<T extends Record<string, unknown>>(
+  sql: Queryable,
+  parts: { columns: Fragment; from: Fragment; order: Fragment; total?: Fragment; key?: string },
+  page: Page,
+): Promise<ListResult<T>> {
+  const rows = await sql<(T & { total: number })[]>`
+    select page_total.total, page_rows.* from (
+      select (${parts.total ?? sql`select count(*)::int ${parts.from}`}) as total
+    ) page_total left join lateral (
+      select ${parts.columns} ${parts.from} order by ${parts.order} limit ${page.limit} offset ${page.offset}
+    ) page_rows on true`;
+  const first = rows[0];
+  if (!first) return { total: 0, items: [] };
+  return { total: first.total, items: first[parts.key ?? 'id'] === null ? [] : rows };
+}

@@ -1,6 +1,7 @@
 // GraphQL for entities and ownerships: argument plumbing only; the rules live in service.ts.
 import { iso } from '../graphql/mapping.js';
 import { authed, type Args } from '../graphql/resolve.js';
+import { itemFields, wantsAny } from '../graphql/selection.js';
 import { readSdl, type GraphqlModule } from '../graphql/schema.js';
 import type { EntityRow } from './queries.js';
 import type { IdentityService } from './service.js';
@@ -33,8 +34,8 @@ export function identityGraphqlModule(service: IdentityService): GraphqlModule {
     resolvers: {
       Query: {
         entity: authed(async (p, a) => toEntity(await service.get(p, a.id))),
-        entities: authed(async (p, a) => {
-          const page = await service.list(p, a);
+        entities: authed(async (p, a, _ctx, info) => {
+          const page = await service.list(p, a, { groups: wantsAny(itemFields(info), 'objectGroupIds', 'parentGroupId') });
           return { total: page.total, items: page.items.map(toEntity) };
         }),
         ownedEntities: authed(async (p, a) => (await service.ownedEntities(p, a.ownerId)).map(toEntity)),

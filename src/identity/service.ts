@@ -113,7 +113,8 @@ export function createIdentityService(deps: IdentityDeps) {
       return row;
     },
 
-    async list(p: Principal, args: EntityListArgs): Promise<ListResult<q.EntityRow>> {
+    /** include.groups: whether the items need their object groups (a GraphQL list that shows them). */
+    async list(p: Principal, args: EntityListArgs, include = { groups: true }): Promise<ListResult<q.EntityRow>> {
       const tenantId = args.tenantId === undefined || args.tenantId === null ? undefined : v.uuid('tenantId', args.tenantId);
       const deleted = args.deleted === undefined || args.deleted === null ? 'live' : v.oneOf('deleted', args.deleted, v.DELETED_FILTERS);
       if (deleted !== 'live') await guard.requirePlatformAdmin(p);
@@ -137,7 +138,7 @@ export function createIdentityService(deps: IdentityDeps) {
         filter.parentGroupId = v.uuid('parentGroupId', args.parentGroupId);
         filter.includeDescendants = args.includeDescendants === true;
       }
-      return q.listEntities(sql, filter, pageOf(args, deps.lists));
+      return q.listEntities(sql, filter, pageOf(args, deps.lists), include);
     },
 
     async update(p: Principal, id: unknown, input: Record<string, unknown>): Promise<q.EntityRow> {

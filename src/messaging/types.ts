@@ -1,6 +1,6 @@
 // The messaging pipeline's contract with its transports (HTTP here, MQTT and CoAP in their own domains).
 import type { ClientPeer, DeviceIdentity, Principal } from '../auth/index.js';
-import type { WriterBatches } from './writer.js';
+import type { BucketCounts } from '../metrics/buckets.js';
 
 export type Protocol = 'http' | 'mqtt' | 'coap';
 
@@ -67,6 +67,12 @@ export interface WriterStats {
   failed: number;
   /** Publishes and payload bytes that reached the pipeline. */
   received: { messages: number; bytes: number };
+}
+
+/** Rows per committed batch and seconds from a batch's start to its commit (one observation per batch). */
+export interface WriterBatches {
+  rows: BucketCounts;
+  commitSeconds: BucketCounts;
 }
 
 export interface Messaging {

@@ -9,7 +9,7 @@ import type { Logger } from '../log.js';
 import { BucketCounts, LATENCY_SECONDS } from '../metrics/buckets.js';
 import { buildBatch, type BatchItem } from './batch-literals.js';
 import { insertBatch } from './queries.js';
-import type { StoredMessage } from './types.js';
+import type { StoredMessage, WriterBatches } from './types.js';
 
 export interface WriterSettings {
   /** Most rows in one INSERT (a single publish larger than this is its own batch). */
@@ -53,10 +53,6 @@ export interface Writer {
   close(): Promise<void>;
 }
 
-export interface WriterBatches {
-  rows: BucketCounts;
-  commitSeconds: BucketCounts;
-}
 
 /** Rows per batch: a lone publisher's 1 up to SVC_MESSAGING_BATCH_SIZE's default range. */
 export const BATCH_ROWS: readonly number[] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];

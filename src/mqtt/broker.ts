@@ -15,6 +15,7 @@ import { createHooks, isCounted, V5_NOT_AUTHORIZED, type DenyAction } from './ho
 import { createMqttMetrics, type MqttCounters, type MqttErrors, type TrackedConnection } from './metrics.js';
 import { createBrokerBackend } from './persistence.js';
 import { hardenBroker, hardenClient } from './prototype-keys.js';
+import { attachPublishLane } from './publish-lane.js';
 import { watchSubscribedChannels } from './remote-watch.js';
 import { certificateCheck, certificateRefusal, tlsPeerOptions, type CertificateCheck, type TlsPeerSettings } from './tls-peers.js';
 import { channelTopic, filterMatches, parseSubscribeFilter } from './topics.js';
@@ -140,6 +141,21 @@ export async function createMqttBroker(deps: MqttDeps): Promise<MqttBroker> {
     publish(packet, client, done);
   };
 
+  // MQTT 3.1/3.1.1 clients' PUBLISHes are cut from their frames once connected (publish-lane.ts); the
+  // lane calls the same hook and forwards through aedes' own publish (its PUBACKs it counts itself).
+  const laneDeps = {
+    authorizePublish: hooks.authorizePublish, isDropped: hooks.isDropped, maxPacketBytes: config.maxPacketBytes,
+    maxTopicLevels: (broker as unknown as { maxTopicLevels: number }).maxTopicLevels,
+    packetIn: metrics.packetIn, packetOut: metrics.packetOut,
+    forward(packet: PublishPacket, client: Client) {
+      publish(packet as AedesPublishPacket, client, (err?: Error) => {
+        if (err) log.warn('mqtt forward failed', { err: err.message });
+      });
+    },
+  };
+  broker.on('clientReady', (client) => {
+    if (!closing) attachPublishLane(client, laneDeps);
+  });
   broker.on('client', () => metrics.counters.connectionsTotal++);
   broker.on('clientDisconnect', () => metrics.counters.disconnections++);
   broker.on('connackSent', () => metrics.packetOut(false));

@@ -10,7 +10,8 @@ import type { AuthorityRow, NewAuthority } from './authority-queries.js';
 import { readCertificate } from './certificate-info.js';
 import { bytes, certificateDer, derToPem, randomSerial, signatureAlgorithmDer, tbsCertificateDer } from './der.js';
 import {
-  authorityInfoAccess, authorityKeyIdentifier, caBasicConstraints, caKeyUsage, crlDistributionPoints, keyIdentifierOf, publicationUrls, subjectKeyIdentifier,
+  authorityInfoAccess, authorityKeyIdentifier, caBasicConstraints, caKeyUsage, crlDistributionPoints, keyIdentifierOf, subjectKeyIdentifier,
+  type PublicationUrls,
 } from './extensions.js';
 import type { CaKeys, KeyAlgorithm, KeyBackendKind } from './keys/types.js';
 
@@ -18,7 +19,12 @@ export interface AuthoritySettings {
   backend: KeyBackendKind;
   algorithm: KeyAlgorithm;
   ttlSecs: number;
-  publicBaseUrl: string;
+  /**
+   * Where the parent publishes revocation (publication-base.ts, read now): the CDP and AIA of the new
+   * authority's certificate. null while no publication address is known (the management listener not yet
+   * bound, publication listener off): the certificate then names none.
+   */
+  publicationUrlsOf: (issuerId: string) => PublicationUrls | null;
 }
 
 /** Clock skew allowance: certificates are valid from a few minutes before they were made. */
@@ -67,14 +73,14 @@ export async function makeIssuingAuthority(
   const keyId = keyIdentifierOf(bytes(spki.subjectPublicKey));
   const serial = randomSerial();
   const parentAlgorithm = signatureAlgorithmDer(parent.key_algorithm);
-  const parentUrls = publicationUrls(settings.publicBaseUrl, parent.id);
+  const parentUrls = settings.publicationUrlsOf(parent.id);
   const tbs = tbsCertificateDer({
     serial, signatureAlgorithm: parentAlgorithm, issuerName: parentInfo.subjectNameDer, notBefore, notAfter, subjectName: subjectNameDer,
     subjectPublicKeyInfo: generated.spki,
     // The parent (the platform intermediate) publishes this certificate's revocation: its CRL, OCSP and certificate.
     extensions: [
       caBasicConstraints(0), caKeyUsage(), subjectKeyIdentifier(keyId), authorityKeyIdentifier(parentInfo.subjectKeyId),
-      authorityInfoAccess(parentUrls), crlDistributionPoints(parentUrls),
+      ...(parentUrls ? [authorityInfoAccess(parentUrls), crlDistributionPoints(parentUrls)] : []),
     ],
   });
   const signature = await keys.sign(parent.key_ref, tbs);
@@ -87,8 +93,8 @@ export async function makeIssuingAuthority(
       subject: made.subject, serialNumber: made.serialHex, fingerprintSha256: made.fingerprintSha256, subjectKeyId: made.subjectKeyId.toString('hex'),
       authorityKeyId: made.authorityKeyId?.toString('hex') ?? null, certificateDer: der, csrPem, keyBackend: generated.ref.backend,
       keyRef: generated.ref, keyAlgorithm: generated.ref.algorithm, provisioningMode: spec.mode, failureReason: null,
-      defaultProfileId: spec.defaultProfileId, urls: publicationUrls(settings.publicBaseUrl, id), notBefore: made.notBefore,
-      notAfter: made.notAfter, createdBy: spec.createdBy,
+      // No stored URLs: leaves embed the publication base current when they are built (publication-base.ts).
+      defaultProfileId: spec.defaultProfileId, urls: null, notBefore: made.notBefore, notAfter: made.notAfter, createdBy: spec.createdBy,
     },
   };
 }

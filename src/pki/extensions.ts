@@ -72,9 +72,13 @@ export interface PublicationUrls {
   crlDistributionPointUrl: string;
 }
 
-/** The public routes an issuer's leaves point at (served by the publication routes under /certs). */
-export function publicationUrls(publicBaseUrl: string, issuerId: string): PublicationUrls {
-  const base = `${publicBaseUrl.replace(/\/+$/, '')}/certs/issuers/${issuerId}`;
+/**
+ * The public routes an issuer's certificates point at (served by the publication routes under /certs),
+ * under a publication base (SVC_PKI_PUBLICATION_BASE_URL or the publication listener): call it through
+ * PublicationBase.urlsFor at issuance, so the base is the current one.
+ */
+export function publicationUrls(publicationBaseUrl: string, issuerId: string): PublicationUrls {
+  const base = `${publicationBaseUrl.replace(/\/+$/, '')}/certs/issuers/${issuerId}`;
   return { ocspUrl: `${base}/ocsp`, caIssuersUrl: `${base}/ca.crt`, crlDistributionPointUrl: `${base}/crl` };
 }
 

@@ -29,6 +29,7 @@ import { pkiGraphqlModule } from './resolvers.js';
 import { selectIssuerLedger } from './revocation-queries.js';
 import { createRevocation } from './revocation.js';
 import { createPublication, type PublicationSettings } from './publication.js';
+import { createPublicationBase, type PublicationBase } from './publication-base.js';
 import type { HttpServer } from '../http/server.js';
 import type { RateLimiter } from '../http/rate-limit.js';
 
@@ -47,12 +48,15 @@ export { identityUri } from './leaf-builder.js';
 export { readCsr, readCsrDer, type CsrRequest } from './csr.js';
 export { derToPem, pemBlocks, sha256Hex, signatureAlgorithmDer, REVOCATION_REASONS, REASON_CODES, type RevocationReason } from './der.js';
 export { publicationUrls } from './extensions.js';
+export { listenerBaseUrl, type PublicationBase } from './publication-base.js';
 export { createCertificateResolution, type CertificateResolution } from './resolution.js';
 export type { ClientCertificates, ClientCertificateVerdict, PresentedCertificate, VerifyOptions } from './client-certificates.js';
 export { certificateGrpcService } from './grpc.js';
+export { prepareDevCa, ensureDevCaFiles } from './dev-ca.js';
 
 export interface PkiSettings {
-  publicBaseUrl: string;
+  /** SVC_PKI_PUBLICATION_BASE_URL; null: the address given to followPublicationAddress (a bound listener). */
+  publicationBaseUrl: string | null;
   rootCertPath: string | undefined;
   platformIntermediateCertPath: string | undefined;
   platformIntermediateKeyPath: string | undefined;
@@ -93,10 +97,15 @@ export function createPki(deps: PkiDeps) {
   const scopedSql = deps.scopedSql ?? sql;
   const keys = queuedKeys(deps.keys, { pkcs11InFlight: settings.pkcs11MaxInFlight, maxWaiting: settings.pkcs11MaxInFlight * 128 });
   const access = createPkiAccess({ sql, authz });
-  const registry = createRegistry({ sql, hub, log, extendedKeyUsagesEnabled: settings.profileExtendedKeyUsages });
+  // Read at every issuance; a new base drops this instance's issuer contexts (their cached leaf extensions).
+  const publicationBase = createPublicationBase(settings.publicationBaseUrl, () => registry.dropLocal({ all: true }));
+  const registry = createRegistry({ sql, hub, log, publicationBase, extendedKeyUsagesEnabled: settings.profileExtendedKeyUsages });
   const provisioning = createProvisioning({
     sql, keys, registry, log,
-    settings: { backend: settings.caKeyBackend, algorithm: settings.authorityKeyAlgorithm, ttlSecs: settings.authorityTtlSecs, publicBaseUrl: settings.publicBaseUrl },
+    settings: {
+      backend: settings.caKeyBackend, algorithm: settings.authorityKeyAlgorithm, ttlSecs: settings.authorityTtlSecs,
+      publicationUrlsOf: (issuerId) => (publicationBase.known() ? publicationBase.urlsFor(issuerId) : null),
+    },
   });
   const writer = createIssuanceWriter({ sql, hub });
   const csrs = createCsrReader({ workers: deps.workers, maxBytes: settings.maxCsrBytes });
@@ -133,7 +142,7 @@ export function createPki(deps: PkiDeps) {
     },
 
     graphqlModule(): GraphqlModule {
-      return pkiGraphqlModule({ authorities, profiles, certificates, issuance, revocation, authorityRevocation });
+      return pkiGraphqlModule({ authorities, profiles, certificates, issuance, revocation, publicationBase, authorityRevocation });
     },
 
     /** For the tenants domain (wired in the composition root). */
@@ -179,6 +188,12 @@ export function createPki(deps: PkiDeps) {
     registerPublicRoutes: (server: HttpServer, limiter: RateLimiter) => publication.registerRoutes(server, limiter),
     /** The same routes on their own node:http listener (SVC_PKI_PUBLICATION_ADDR), for HTTP/1.0 clients. */
     publicationListener: (limiter: RateLimiter) => publication.listener(limiter),
+    /**
+     * The base of the URLs certificates embed (`urlsFor(issuerId)` at issuance, for any issuer). Without
+     * SVC_PKI_PUBLICATION_BASE_URL it follows the address the composition root gives once a listener is bound.
+     */
+    publicationBase: publicationBase as PublicationBase,
+    followPublicationAddress: (url: string) => publicationBase.follow(url),
     /** CRL and OCSP services and their cache coherence (tests, health). */
     publishing: publication,
     /** Authorities changed (drops this instance's caches and NOTIFYs the others). */

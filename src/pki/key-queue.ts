@@ -43,6 +43,8 @@ export function queuedKeys(keys: CaKeys, options: { pkcs11InFlight: number; maxW
     generate: (backend: KeyBackendKind, algorithm: KeyAlgorithm, label: string) => throughQueue(backend, () => keys.generate(backend, algorithm, label)),
     importPrivateKey: (pem: string) => keys.importPrivateKey(pem),
     sign: (ref: StoredKeyRef, data: Buffer) => throughQueue(ref.backend, () => keys.sign(ref, data)),
+    // Encrypted-database keys only: nothing reaches the token, so nothing to admit.
+    signInProcess: (ref: StoredKeyRef, data: Buffer) => keys.signInProcess(ref, data),
     check: (ref: StoredKeyRef, owner: string) => keys.check(ref, owner),
     describe: () => ({ ...keys.describe(), pkcs11_waiting: waiting.length }),
     close: () => keys.close(),

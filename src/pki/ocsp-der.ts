@@ -79,7 +79,13 @@ function readCertId(node: asn1js.AsnType | undefined): CertRequest | null {
  */
 export function parseOcspRequest(body: Uint8Array): ParsedRequest | null {
   if (body.length === 0) return null;
-  const asn = asn1js.fromBER(body);
+  let asn: ReturnType<typeof asn1js.fromBER>;
+  try {
+    asn = asn1js.fromBER(body);
+  } catch {
+    // asn1js throws (rather than flagging an error) on some contents, e.g. a GeneralizedTime that is no time.
+    return null;
+  }
   if (asn.offset === -1 || asn.offset !== body.length || asn.result.error) return null;
   const top = asn.result;
   if (!is(top, UNIVERSAL, SEQUENCE)) return null;
@@ -98,8 +104,11 @@ export function parseOcspRequest(body: Uint8Array): ParsedRequest | null {
     const seq = children(exts)[0];
     if (!is(seq, UNIVERSAL, SEQUENCE)) return null;
     for (const ext of children(seq)) {
-      const id = children(ext)[0];
-      if (!is(ext, UNIVERSAL, SEQUENCE) || !(id instanceof asn1js.ObjectIdentifier)) return null;
+      // Extension ::= SEQUENCE { extnID OID, critical BOOLEAN DEFAULT FALSE, extnValue OCTET STRING }: nothing else.
+      const [id, second, third, more] = children(ext);
+      const flagged = second instanceof asn1js.Boolean;
+      const value = flagged ? third : second;
+      if (!is(ext, UNIVERSAL, SEQUENCE) || !(id instanceof asn1js.ObjectIdentifier) || !(value instanceof asn1js.OctetString) || (flagged ? more : third)) return null;
       if (id.valueBlock.toString() === ID_PKIX_OCSP_NONCE) nonce = bufferOf(ext.valueBeforeDecodeView);
     }
   }

@@ -6,6 +6,7 @@ import { isUuid } from '../validate.js';
 import { pemBlocks, type Der } from './der.js';
 import type { StoredKeyRef } from './keys/types.js';
 import { issuerHashes, responderIdByKey, responseCertsDer, subjectPublicKeyBits } from './ocsp-der.js';
+import { PUBLISHING_KINDS } from './publication-base.js';
 import type { IssuerContext, Registry } from './registry.js';
 
 /**
@@ -13,7 +14,7 @@ import type { IssuerContext, Registry } from './registry.js';
  * authorities it signed (tenant intermediates, the platform leaf issuer), so a relying party can check the
  * whole chain. The root's CRL is the operator's, made offline: its key never enters the service.
  */
-const PUBLISHING_KINDS = new Set(['platform_intermediate', 'platform_leaf_issuer', 'tenant_intermediate']);
+const REVOCATION_PUBLISHERS: ReadonlySet<string> = new Set([...PUBLISHING_KINDS, 'platform_intermediate']);
 const PUBLISHING_STATUSES = new Set(['active', 'retiring', 'retired']);
 
 export interface PublishingIssuer {
@@ -32,7 +33,7 @@ export interface PublishingIssuer {
 
 function build(id: string, context: IssuerContext): PublishingIssuer | null {
   const row = context.authority;
-  if (!PUBLISHING_KINDS.has(row.kind) || !PUBLISHING_STATUSES.has(row.status) || !row.key_ref) return null;
+  if (!REVOCATION_PUBLISHERS.has(row.kind) || !PUBLISHING_STATUSES.has(row.status) || !row.key_ref) return null;
   const keyBits = subjectPublicKeyBits(context.info.spkiDer);
   const hashes = new Map<string, { name: Buffer; key: Buffer }>();
   const chain = pemBlocks(context.chainPem, ['CERTIFICATE']);
@@ -55,15 +56,27 @@ function build(id: string, context: IssuerContext): PublishingIssuer | null {
 
 export function createPublishingIssuers(registry: Registry) {
   const built = new WeakMap<IssuerContext, PublishingIssuer | null>();
+  // What each of the registry's loads gave, once settled: peek() answers without a promise while the
+  // registry still holds that load (it drops it on an authority change).
+  const settled = new WeakMap<Promise<IssuerContext | null>, PublishingIssuer | null>();
   return {
     /** The publishing issuer `id` names, or null (not a UUID, unknown, a root or intermediate, pending or failed). */
     async get(id: string): Promise<PublishingIssuer | null> {
       if (!isUuid(id)) return null;
-      const context = await registry.issuer(id);
-      if (!context) return null;
-      let issuer = built.get(context);
-      if (issuer === undefined) built.set(context, (issuer = build(id, context)));
+      const load = registry.issuer(id);
+      const context = await load;
+      let issuer: PublishingIssuer | null = null;
+      if (context) {
+        issuer = built.get(context) ?? null;
+        if (!built.has(context)) built.set(context, (issuer = build(id, context)));
+      }
+      settled.set(load, issuer);
       return issuer;
+    },
+    /** What get() would answer, when known without waiting; undefined when it is not (call get()). */
+    peek(id: string): PublishingIssuer | null | undefined {
+      const load = registry.peekIssuer(id);
+      return load ? settled.get(load) : undefined;
     },
   };
 }

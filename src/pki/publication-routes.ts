@@ -4,7 +4,17 @@ import type { HttpServer } from '../http/server.js';
 import type { RateLimiter } from '../http/rate-limit.js';
 import { errorReply, type HttpReply, type HttpRequest } from '../http/types.js';
 import { notFound } from '../errors.js';
-import type { Publication } from './publication.js';
+import type { Crls } from './crl.js';
+import type { Ocsp, OcspAnswer } from './ocsp.js';
+import type { PublishingIssuers } from './publication-issuers.js';
+
+/** What the routes answer from (publication.ts builds it; naming it here keeps the import one way). */
+export interface PublicationSources {
+  issuers: PublishingIssuers;
+  crls: Crls;
+  ocsp: Ocsp;
+  trustBundle(): Promise<string>;
+}
 
 /** An OCSP request is a few hundred bytes; a generous bound that still refuses junk early. */
 export const OCSP_BODY_LIMIT = 16 * 1024;
@@ -27,9 +37,8 @@ function getFormRequest(path: string): Buffer | null {
 }
 
 /** The public certificate answers, independent of the listener that carries them. */
-export function publicationHandlers(publication: Publication) {
-  const ocspReply = async (issuerId: string, body: Buffer | null, cacheable: boolean): Promise<HttpReply> => {
-    const answer = body ? await publication.ocsp.answer(issuerId, body) : publication.ocsp.malformed();
+export function publicationHandlers(publication: PublicationSources) {
+  const ocspHeaders = (answer: OcspAnswer, cacheable: boolean): HttpReply => {
     if (!cacheable || answer.maxAgeSecs <= 0) return { status: 200, headers: NO_STORE_OCSP, body: answer.der };
     // RFC 5019 6.2: a GET answer may be kept by HTTP caches until shortly before it is re-signed.
     return {
@@ -37,6 +46,11 @@ export function publicationHandlers(publication: Publication) {
       headers: { 'content-type': 'application/ocsp-response', 'cache-control': `public, max-age=${answer.maxAgeSecs}, no-transform, must-revalidate` },
       body: answer.der,
     };
+  };
+  // Synchronous when the answer is (cached, or signed on this thread): the listener replies inside its callback.
+  const ocspReply = (issuerId: string, body: Buffer | null, cacheable: boolean): HttpReply | Promise<HttpReply> => {
+    const answer = body ? publication.ocsp.answer(issuerId, body) : publication.ocsp.malformed();
+    return answer instanceof Promise ? answer.then((a) => ocspHeaders(a, cacheable)) : ocspHeaders(answer, cacheable);
   };
 
   return {
@@ -64,10 +78,7 @@ export function publicationHandlers(publication: Publication) {
         body: crl.der,
       };
     },
-    ocspPost(issuerId: string, body: Buffer): HttpReply | Promise<HttpReply> {
-      const hit = publication.ocsp.cached(issuerId, body);
-      return hit ? { status: 200, headers: NO_STORE_OCSP, body: hit.der } : ocspReply(issuerId, body, false);
-    },
+    ocspPost: (issuerId: string, body: Buffer): HttpReply | Promise<HttpReply> => ocspReply(issuerId, body, false),
     /** `path`: the whole request path, /certs/issuers/<id>/ocsp/<base64 request>. */
     ocspGet: (issuerId: string, path: string) => ocspReply(issuerId, getFormRequest(path), true),
   };

@@ -13,6 +13,7 @@ import {
 } from './extensions.js';
 import { DEFAULT_PROFILE_ID, selectProfile, type ProfileRow } from './profile-queries.js';
 import { effectiveExtendedKeyUsages } from './profiles.js';
+import { PUBLISHING_KINDS, type PublicationBase } from './publication-base.js';
 
 export const CHANGED_TOPIC = 'pki.changed';
 
@@ -28,7 +29,7 @@ export interface IssuerContext {
   authority: AuthorityRow;
   info: CertificateInfo;
   signatureAlgorithm: Der;
-  /** Extensions every leaf of this issuer carries: constraints, usage, AKI, AIA, CRL distribution point. */
+  /** Extensions every leaf of this issuer carries: constraints, usage, AKI, AIA, CRL distribution point (current base). */
   leafExtensions: Der[];
   /** The issuer's certificate followed by its parents, without the root (what a TLS peer sends). */
   chainPem: string;
@@ -43,11 +44,11 @@ export interface ProfileContext {
 const PLATFORM = '-platform';
 
 export function createRegistry(deps: {
-  sql: Queryable; hub: NotifyHub; log: Logger;
+  sql: Queryable; hub: NotifyHub; log: Logger; publicationBase: PublicationBase;
   /** SVC_PKI_PROFILE_EXTENDED_KEY_USAGES_ENABLED: off, every leaf is clientAuth only whatever its profile says. */
   extendedKeyUsagesEnabled: boolean;
 }) {
-  const { sql, hub } = deps;
+  const { sql, hub, publicationBase } = deps;
   let generation = 0;
   const issuersById = new LRUCache<string, Promise<IssuerContext | null>>({ max: 20_000 });
   const activeByTenant = new LRUCache<string, Promise<string | null>>({ max: 50_000 });
@@ -88,9 +89,10 @@ export function createRegistry(deps: {
     const row = await selectAuthority(sql, id);
     if (!row || !row.certificate_der || !row.key_algorithm) return null;
     const info = readCertificate(row.certificate_der, `authority ${row.id}`);
-    const urls = row.ocsp_url && row.ca_issuers_url && row.crl_distribution_point_url
-      ? { ocspUrl: row.ocsp_url, caIssuersUrl: row.ca_issuers_url, crlDistributionPointUrl: row.crl_distribution_point_url }
-      : null;
+    // The URLs as they are now, not as stored at the authority's creation (ocsp_url etc. are history): a
+    // moved publication address reaches the leaves every issuer signs from then on. A change of base drops
+    // these entries (createPki), so the cached extensions never outlive the base they were built from.
+    const urls = PUBLISHING_KINDS.has(row.kind) ? publicationBase.urlsFor(row.id) : null;
     const leafExtensions = [leafBasicConstraints(), leafKeyUsage(), authorityKeyIdentifier(info.subjectKeyId)];
     if (urls) leafExtensions.push(authorityInfoAccess(urls), crlDistributionPoints(urls));
     const chain = await chainOf(row);
@@ -124,6 +126,10 @@ export function createRegistry(deps: {
     },
     issuer(id: string): Promise<IssuerContext | null> {
       return cached(issuersById, id, () => loadIssuer(id));
+    },
+    /** The cached load of issuer `id` (the same promise issuer() answers), without starting one. */
+    peekIssuer(id: string): Promise<IssuerContext | null> | undefined {
+      return issuersById.get(id);
     },
     profile(id: string | null): Promise<ProfileContext | null> {
       const key = id ?? DEFAULT_PROFILE_ID;

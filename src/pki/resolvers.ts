@@ -10,7 +10,9 @@ import type { CertificateRow } from './certificate-queries.js';
 import { statusOf, type CertificateReads } from './certificates.js';
 import { derToPem } from './der.js';
 import type { Issuance, IssuedCertificate } from './issuance.js';
+import type { PublicationUrls } from './extensions.js';
 import { fromKeyAlgorithm, type ProfileRow, type Profiles } from './profiles.js';
+import { PUBLISHING_KINDS, type PublicationBase } from './publication-base.js';
 import type { Revocation, RevocationService } from './revocation.js';
 
 export function toCertificate(r: CertificateRow) {
@@ -26,7 +28,7 @@ export function toCertificate(r: CertificateRow) {
   };
 }
 
-function toAuthority(r: AuthorityRow, chainPem: string | null) {
+function toAuthority(r: AuthorityRow, chainPem: string | null, urls: PublicationUrls | null) {
   return {
     id: r.id, tenantId: r.tenant_id, parentId: r.parent_id, kind: r.kind, version: r.version, status: r.status, issuanceEnabled: r.issuance_enabled,
     subject: r.subject, serialNumber: r.serial_number, fingerprintSha256: r.fingerprint_sha256, subjectKeyId: r.subject_key_id,
@@ -34,8 +36,9 @@ function toAuthority(r: AuthorityRow, chainPem: string | null) {
     csrPem: r.csr_pem, keyBackend: r.key_backend, keyAlgorithm: r.key_algorithm, provisioningMode: r.provisioning_mode,
     managedBy: r.provisioning_mode === 'config' ? 'config' : null, failureReason: r.failure_reason, defaultProfileId: r.default_profile_id,
     notBefore: iso(r.not_before), notAfter: iso(r.not_after), createdAt: iso(r.created_at), activatedAt: iso(r.activated_at),
-    retiringAt: iso(r.retiring_at), retiredAt: iso(r.retired_at), updatedAt: iso(r.updated_at), ocspUrl: r.ocsp_url, caIssuersUrl: r.ca_issuers_url,
-    crlDistributionPointUrl: r.crl_distribution_point_url, revokedAt: iso(r.revoked_at), revocationReason: r.revocation_reason,
+    retiringAt: iso(r.retiring_at), retiredAt: iso(r.retired_at), updatedAt: iso(r.updated_at),
+    ocspUrl: urls?.ocspUrl ?? null, caIssuersUrl: urls?.caIssuersUrl ?? null, crlDistributionPointUrl: urls?.crlDistributionPointUrl ?? null, revokedAt: iso(r.revoked_at),
+    revocationReason: r.revocation_reason,
   };
 }
 
@@ -57,9 +60,12 @@ const toRevocation = (r: Revocation) => ({
 });
 
 export function pkiGraphqlModule(s: {
-  authorities: Authorities; profiles: Profiles; certificates: CertificateReads; issuance: Issuance; revocation: RevocationService; authorityRevocation: AuthorityRevocation;
+  authorities: Authorities; profiles: Profiles; certificates: CertificateReads; issuance: Issuance; revocation: RevocationService; publicationBase: PublicationBase;
+  authorityRevocation: AuthorityRevocation;
 }): GraphqlModule {
-  const authority = async (row: AuthorityRow) => toAuthority(row, await s.authorities.chainPem(row));
+  // The URLs its leaves get if issued now (the stored ocsp_url etc. are the base at creation, history only).
+  const urlsOf = (row: AuthorityRow) => (PUBLISHING_KINDS.has(row.kind) && s.publicationBase.known() ? s.publicationBase.urlsFor(row.id) : null);
+  const authority = async (row: AuthorityRow) => toAuthority(row, await s.authorities.chainPem(row), urlsOf(row));
   const caller = (principal: Parameters<Parameters<typeof authed>[0]>[0], requestId: string) => ({ kind: 'principal' as const, principal, requestId });
   return {
     name: 'pki',

@@ -2,4 +2,7 @@
 // unless reflect-metadata was evaluated first (DESIGN.md "Library facts"). Import it from here only.
 import 'reflect-metadata';
 
-export { Name } from '@peculiar/x509';
+export {
+  AuthorityKeyIdentifierExtension, BasicConstraintsExtension, ExtendedKeyUsage, ExtendedKeyUsageExtension, KeyUsageFlags,
+  KeyUsagesExtension, Name, SubjectAlternativeNameExtension, SubjectKeyIdentifierExtension, X509CertificateGenerator,
+} from '@peculiar/x509';

@@ -10,14 +10,38 @@ t.test('defaults load and listener addresses match DESIGN.md', async (t) => {
   t.same(c.listeners.messaging, { host: '0.0.0.0', port: 8008 });
   t.same(c.listeners.reader, { host: '0.0.0.0', port: 9009 });
   t.same(c.listeners.brokerAdmin, { host: '127.0.0.1', port: 8082 });
-  t.same(c.pki.enrollment.listen, { host: '0.0.0.0', port: 8443 });
-  t.equal(c.pki.enrollment.enabled, false);
+  // The quick start (embedded database, no root configured) runs the development CA, enrollment on loopback.
+  t.equal(c.pki.devCa.active, true);
+  t.same(c.pki.enrollment.listen, { host: '127.0.0.1', port: 8443 });
+  t.equal(c.pki.enrollment.enabled, true);
+  t.equal(c.pki.enrollment.tlsCertPath, path.join(c.database.embedded.dataDir, 'pki', 'enrollment-server.pem'));
+  t.equal(c.pki.rootCertPath, path.join(c.database.embedded.dataDir, 'pki', 'root-ca.pem'));
+  t.equal(c.pki.caKeyEncryptionKeyId, 'dev-ca:v1');
   t.equal(c.pki.enrollment.maxCsrBytes, 65536);
   t.equal(c.pki.pkcs11.maxInFlight, 8);
-  t.equal(c.pki.caKeyEncryptionKeyId, 'local-ca:v1');
+  const own = loadConfig({ DATABASE_URL: 'postgres://db.example/svc' });
+  t.equal(own.pki.devCa.active, false, 'with DATABASE_URL nothing is generated unless asked');
+  t.same(own.pki.enrollment.listen, { host: '0.0.0.0', port: 8443 });
+  t.equal(own.pki.enrollment.enabled, false);
+  t.equal(own.pki.rootCertPath, undefined);
+  t.equal(own.pki.caKeyEncryptionKeyId, 'local-ca:v1');
   t.equal(c.graphql.introspection, false);
   t.equal(c.graphql.maxDepth, 20);
   t.equal(c.database.url, undefined, 'no DATABASE_URL means the embedded server');
+});
+
+t.test('the development CA: asked for, switched off, and a configured root wins', async (t) => {
+  const url = { DATABASE_URL: 'postgres://db.example/svc' };
+  t.equal(loadConfig({ ...url, SVC_PKI_DEV_CA: 'on' }).pki.devCa.active, true, 'on: also with DATABASE_URL');
+  t.equal(loadConfig({ SVC_PKI_DEV_CA: 'off' }).pki.devCa.active, false, 'off: not even on the embedded database');
+  t.equal(loadConfig({ SVC_PKI_DEV_CA: 'off' }).pki.enrollment.enabled, false);
+  const rooted = loadConfig({ SVC_PKI_DEV_CA: 'on', SVC_PKI_ROOT_CERT_PATH: '/etc/pki/root.pem' });
+  t.equal(rooted.pki.devCa.active, false, 'a configured root wins');
+  t.equal(rooted.pki.rootCertPath, '/etc/pki/root.pem');
+  t.equal(loadConfig({ SVC_PKI_ENROLLMENT_ENABLED: 'false' }).pki.enrollment.enabled, false, 'enrollment can still be switched off');
+  t.throws(() => loadConfig({ SVC_PKI_DEV_CA: 'sometimes' }), /SVC_PKI_DEV_CA/);
+  t.throws(() => loadConfig({ SVC_PKI_PLATFORM_INTERMEDIATE_CERT_PATH: '/a.pem', SVC_PKI_PLATFORM_INTERMEDIATE_KEY_PATH: '/a.key' }),
+    /needs SVC_PKI_ROOT_CERT_PATH/);
 });
 
 t.test('a listener can be switched off and IPv6 addresses parse', async (t) => {
@@ -47,6 +71,19 @@ t.test('every problem is reported at once', async (t) => {
   t.ok(err.problems.length >= 9, `${err.problems.length} problems listed`);
   t.notMatch(text, 'c2VjcmV0LXZhbHVl', 'a secret value is never echoed');
   t.notMatch(text, 'not a url', 'the database URL (it may hold a password) is never echoed');
+});
+
+t.test('certificate publication: its own listener on by default, its own base URL apart from SVC_PUBLIC_BASE_URL', async (t) => {
+  const c = loadConfig({});
+  t.same(c.listeners.pkiPublication, { host: '0.0.0.0', port: 8089 }, 'on by default (issue 33: openssl ocsp on the default configuration)');
+  t.equal(c.pki.publicationBaseUrl, null, 'unset: follows the publication listener once bound');
+  t.equal(loadConfig({ SVC_PKI_PUBLICATION_ADDR: 'off' }).listeners.pkiPublication, null, 'off still disables it');
+  const set = loadConfig({ SVC_PKI_PUBLICATION_BASE_URL: 'http://pki.example.com/pub/', SVC_PUBLIC_BASE_URL: 'https://iam.example.com' });
+  t.equal(set.pki.publicationBaseUrl, 'http://pki.example.com/pub', 'a path prefix is kept, the trailing slash dropped');
+  t.equal(set.publicBaseUrl, 'https://iam.example.com', 'the public base URL is its own setting');
+  t.throws(() => loadConfig({ SVC_PKI_PUBLICATION_BASE_URL: 'ftp://pki.example.com' }), /SVC_PKI_PUBLICATION_BASE_URL must be an http or https URL/);
+  t.throws(() => loadConfig({ SVC_PKI_PUBLICATION_BASE_URL: 'http://pki.example.com/?a=1' }), /SVC_PKI_PUBLICATION_BASE_URL must be a base without query/);
+  t.throws(() => loadConfig({ SVC_PKI_PUBLICATION_BASE_URL: 'pki.example.com' }), /SVC_PKI_PUBLICATION_BASE_URL is not a valid URL/);
 });
 
 t.test('the two CA key-encryption keys must differ', async (t) => {

@@ -17,7 +17,7 @@ async function schemaOf(sql: postgres.Sql) {
 }
 
 t.test('migrations applied twice leave the same schema and are recorded once', async (t) => {
-  const db = await createTestDatabase();
+  const db = await createTestDatabase({ empty: true });
   const sql = postgres(db.url, { max: 2, onnotice: () => undefined });
   t.teardown(async () => {
     await sql.end();
@@ -35,7 +35,7 @@ t.test('migrations applied twice leave the same schema and are recorded once', a
 });
 
 t.test('an applied migration that changed on disk is refused', async (t) => {
-  const db = await createTestDatabase();
+  const db = await createTestDatabase({ empty: true });
   const sql = postgres(db.url, { max: 2, onnotice: () => undefined });
   t.teardown(async () => {
     await sql.end();
@@ -49,7 +49,7 @@ t.test('an applied migration that changed on disk is refused', async (t) => {
 });
 
 t.test('two processes migrating the same database at once do not collide', async (t) => {
-  const db = await createTestDatabase();
+  const db = await createTestDatabase({ empty: true });
   t.teardown(() => db.drop());
   const run = () => new Promise<{ code: number | null; out: string }>((resolve) => {
     const child = spawn(process.execPath, [path.join(projectRoot, 'dist/src/db/migrate-cli.js')], {

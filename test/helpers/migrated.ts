@@ -9,7 +9,8 @@ import { testLogger } from './service.js';
 
 /** `dir`: another migrations directory (a test of an upgrade starts from the migrations up to a version). */
 export async function migratedDatabase(t: Test, dir = migrationsDir): Promise<{ url: string; sql: postgres.Sql }> {
-  const db = await createTestDatabase();
+  // The service's own migrations come from the template; another directory starts from nothing.
+  const db = await createTestDatabase({ empty: dir !== migrationsDir });
   const sql = postgres(db.url, { max: 2, onnotice: () => undefined });
   t.teardown(async () => {
     await sql.end();

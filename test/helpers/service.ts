@@ -16,6 +16,8 @@ export const QUIET_LISTENERS = {
   SVC_MQTT_ADDR: 'off',
   SVC_COAP_ADDR: 'off',
   SVC_GRPC_ADDR: 'off',
+  // On by default; on port 0 here, and the certificate URLs follow its bound port (no base URL set).
+  SVC_PKI_PUBLICATION_ADDR: '127.0.0.1:0',
 };
 
 export function testLogger(): Logger {

@@ -13,13 +13,15 @@ import {
 } from '../helpers/pki.js';
 
 const BASE = 'https://ca.example.test';
+// The JWT issuer / links origin: never in a certificate (issue 33).
+const PUBLIC_BASE = 'https://iam.example.test';
 // The same checks with the issuers' keys encrypted in the database and on a SoftHSM2 token.
 const token = createSoftHsmToken(t);
 
 for (const backend of ['encrypted_database', 'pkcs11'] as const) t.test(`issuance from CSR with real openssl clients (${backend} keys)`, async (t) => {
   const ca = makeCaFiles(t);
   const ts = await startAuthService(t, {
-    ...ca.env, ...(backend === 'pkcs11' ? token.env : {}), SVC_PUBLIC_BASE_URL: BASE, SVC_PKI_ENROLLMENT_MAX_CSR_BYTES: '4096',
+    ...ca.env, ...(backend === 'pkcs11' ? token.env : {}), SVC_PKI_PUBLICATION_BASE_URL: BASE, SVC_PUBLIC_BASE_URL: PUBLIC_BASE, SVC_PKI_ENROLLMENT_MAX_CSR_BYTES: '4096',
   });
   const admin = await adminToken(ts);
   const tenantId = await createTenant(ts, admin, 'acme');
@@ -48,6 +50,7 @@ for (const backend of ['encrypted_database', 'pkcs11'] as const) t.test(`issuanc
       t.match(text, new RegExp(`OCSP - URI:${BASE}/certs/issuers/${issuer!.id}/ocsp`));
       t.match(text, new RegExp(`CA Issuers - URI:${BASE}/certs/issuers/${issuer!.id}/ca.crt`));
       t.match(text, new RegExp(`X509v3 CRL Distribution Points:[\\s\\S]*URI:${BASE}/certs/issuers/${issuer!.id}/crl`));
+      t.notMatch(text, PUBLIC_BASE, 'SVC_PUBLIC_BASE_URL is not a certificate URL');
       t.match(text, /X509v3 Subject Key Identifier/);
       t.match(text, /X509v3 Authority Key Identifier/);
       t.match(text, new RegExp(`Subject: O = ${tenantId}, CN = ${deviceId}`), 'the subject comes from the entity, not the CSR');

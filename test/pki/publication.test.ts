@@ -148,29 +148,32 @@ t.test('trust bundle, CRL and OCSP', async (t) => {
       t.ok(ours, `read: ${args.join(' ')}`);
       t.same(ours, parseOcspRequestPkijs(body), `same as pkijs: ${args.join(' ')}`);
     }
-    for (const junk of [Buffer.from('3000', 'hex'), Buffer.from('30023000', 'hex'), Buffer.from('300630043002300a', 'hex'), Buffer.from('ff', 'hex')]) {
+    // 30021800: a GeneralizedTime that is no time, on which asn1js throws instead of flagging an error (found by the fuzz suite).
+    for (const junk of [Buffer.from('3000', 'hex'), Buffer.from('30023000', 'hex'), Buffer.from('300630043002300a', 'hex'), Buffer.from('ff', 'hex'), Buffer.from('30021800', 'hex')]) {
       t.equal(parseOcspRequest(junk), null, `refused ${junk.toString('hex')}`);
       t.equal(parseOcspRequestPkijs(junk), null, `pkijs refuses ${junk.toString('hex')} too`);
     }
   });
 
-  await t.test('nonce requests arriving together are signed fresh, in shared worker tasks', async (t) => {
+  await t.test('nonce requests are each signed fresh, on the service thread once issuer and state are cached', async (t) => {
     const reqFile = file('nonce.der');
     await sh('openssl', ['ocsp', '-issuer', issuerFile, '-cert', leafFile, '-reqout', reqFile]);
     const body = readFileSync(reqFile);
-    const signer = () => ts.service.caKeys.describe().encrypted_database as { sign_tasks: number; signatures: number };
+    const signer = () => ts.service.caKeys.describe().encrypted_database as { sign_tasks: number; signatures: number; signed_in_process: number };
+    const post = () => fetch(`${base}/certs/issuers/${leaf.issuerId}/ocsp`, { method: 'POST', body }).then(async (r) => Buffer.from(await r.arrayBuffer()));
+    await post(); // issuer and serial state now cached
     const before = signer();
-    const answers = await Promise.all(Array.from({ length: 32 }, () =>
-      fetch(`${base}/certs/issuers/${leaf.issuerId}/ocsp`, { method: 'POST', body }).then(async (r) => Buffer.from(await r.arrayBuffer()))));
+    const answers = await Promise.all(Array.from({ length: 32 }, post));
     const after = signer();
-    t.equal(after.signatures - before.signatures, 32, 'every nonce answer signed afresh (never cached)');
-    t.ok(after.sign_tasks - before.sign_tasks < 32, `${after.sign_tasks - before.sign_tasks} worker tasks for 32 signatures`);
+    t.equal(after.signed_in_process - before.signed_in_process, 32, 'every nonce answer signed afresh (never cached), on this thread');
+    t.equal(after.sign_tasks - before.sign_tasks, 0, 'no worker task: one signature costs less than a task');
     t.ok(answers.every((a) => a.includes(body.subarray(body.length - 18))), 'each answer echoes the nonce');
   });
 
   await t.test('malformed requests answer malformedRequest, never 500', async (t) => {
     const bodies: Buffer[] = [Buffer.alloc(0), Buffer.from('hello'), Buffer.from([0x30, 0x82, 0xff, 0xff, 0x01]), Buffer.from([0x30, 0x03, 0x30, 0x01, 0x00]),
-      Buffer.from(new asn1js.Sequence({ value: [new asn1js.Sequence({ value: [new asn1js.Sequence({ value: [] })] })] }).toBER())];
+      Buffer.from(new asn1js.Sequence({ value: [new asn1js.Sequence({ value: [new asn1js.Sequence({ value: [] })] })] }).toBER()),
+      Buffer.from('30021800', 'hex'), Buffer.from('1700', 'hex')];
     for (const body of bodies) {
       const res = await fetch(`${base}/certs/issuers/${leaf.issuerId}/ocsp`, { method: 'POST', headers: { 'content-type': 'application/ocsp-request' }, body });
       t.equal(res.status, 200);

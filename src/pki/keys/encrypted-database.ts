@@ -6,7 +6,8 @@ import type { WorkerPool } from '../../worker-pool.js';
 import { isKeyAlgorithm } from './algorithms.js';
 import { asBuffer, keyError } from './failures.js';
 import { createGatherer } from './gatherer.js';
-import type { GenerateTaskInput, KeyTaskOutput, SignTaskInput, SignTaskOutput } from './tasks.js';
+import { signEncrypted } from '../../../workers/ca-keys-encrypted.js';
+import type { CaKeysWorkerData, GenerateTaskInput, KeyTaskOutput, SignTaskInput, SignTaskOutput } from './tasks.js';
 import type { GeneratedKey, KeyAlgorithm, StoredKeyRef } from './types.js';
 
 export type EncryptedRef = Extract<StoredKeyRef, { backend: 'encrypted_database' }>;
@@ -18,6 +19,7 @@ export interface EncryptedDatabaseKeys {
   generate(algorithm: KeyAlgorithm): Promise<GeneratedKey>;
   importPrivateKey(pem: string): Promise<GeneratedKey>;
   sign(ref: EncryptedRef, data: Buffer): Promise<Buffer>;
+  signInProcess(ref: EncryptedRef, data: Buffer): Buffer | null;
   check(ref: EncryptedRef, owner: string): void;
   describe(): Record<string, unknown>;
   close(): Promise<void>;
@@ -28,8 +30,10 @@ export function keyResult(out: KeyTaskOutput, importing = false): GeneratedKey {
   return { spki: asBuffer(out.spki), ref: out.ref };
 }
 
-export function createEncryptedDatabaseKeys(options: { workers: WorkerPool; kekConfigured: boolean; kekId: string }): EncryptedDatabaseKeys {
-  const { workers, kekConfigured, kekId } = options;
+/** `inProcess`: what the workers get (caKeysWorkerData), for signInProcess on this thread. */
+export function createEncryptedDatabaseKeys(options: { workers: WorkerPool; kekConfigured: boolean; kekId: string; inProcess: CaKeysWorkerData }): EncryptedDatabaseKeys {
+  const { workers, kekConfigured, kekId, inProcess } = options;
+  let signedInProcess = 0;
   const notConfigured = () => unavailable('SVC_PKI_CA_KEY_ENCRYPTION_KEY is not set: the encrypted_database key backend is unavailable');
 
   const gatherer = createGatherer<{ ref: EncryptedRef; data: Buffer }, Buffer>({
@@ -82,10 +86,18 @@ export function createEncryptedDatabaseKeys(options: { workers: WorkerPool; kekC
       check(ref, 'CA key');
       return gatherer.submit({ ref, data });
     },
+    signInProcess(ref, data) {
+      if (!kekConfigured || ref.kekId !== kekId) return null;
+      // The worker's own code on this thread: the key unwrapped once and kept in this thread's memory.
+      const [result] = signEncrypted(inProcess, [ref], [{ k: 0, data }]);
+      if (!result?.ok) return null;
+      signedInProcess++;
+      return asBuffer(result.sig);
+    },
     check,
     describe() {
       const s = gatherer.stats;
-      return { configured: kekConfigured, kek_id: kekId, sign_tasks: s.tasks, signatures: s.items, waiting: s.waiting };
+      return { configured: kekConfigured, kek_id: kekId, sign_tasks: s.tasks, signatures: s.items, waiting: s.waiting, signed_in_process: signedInProcess };
     },
     close: () => gatherer.close(),
   };

@@ -32,7 +32,9 @@ export function caKeysWorkerData(config: PkiConfig): CaKeysWorkerData {
  */
 export async function createCaKeys(options: { workers: WorkerPool; config: PkiConfig; log: Logger }): Promise<CaKeys> {
   const { workers, config, log } = options;
-  const encrypted = createEncryptedDatabaseKeys({ workers, kekConfigured: config.caKeyEncryptionKey !== undefined, kekId: config.caKeyEncryptionKeyId });
+  const encrypted = createEncryptedDatabaseKeys({
+    workers, kekConfigured: config.caKeyEncryptionKey !== undefined, kekId: config.caKeyEncryptionKeyId, inProcess: caKeysWorkerData(config),
+  });
   const pkcs11 = createPkcs11Keys({ workers, settings: config.pkcs11, log: log.child({ component: 'ca-keys' }) });
   await pkcs11.start();
 
@@ -45,6 +47,9 @@ export async function createCaKeys(options: { workers: WorkerPool; config: PkiCo
       if (ref.backend === 'pkcs11') return pkcs11.sign(ref, data);
       if (ref.backend === 'encrypted_database') return encrypted.sign(ref, data);
       return Promise.reject(unavailable(`unknown CA key backend '${String((ref as { backend: unknown }).backend)}'`));
+    },
+    signInProcess(ref, data) {
+      return ref.backend === 'encrypted_database' ? encrypted.signInProcess(ref, data) : null;
     },
     check(ref, owner) {
       if (ref.backend === 'pkcs11') pkcs11.check(ref, owner);

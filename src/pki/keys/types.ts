@@ -62,6 +62,14 @@ export interface CaKeys {
    * in time, with RATE_LIMITED when too many operations are in flight.
    */
   sign(ref: StoredKeyRef, data: Buffer): Promise<Buffer>;
+  /**
+   * Signs on the calling thread, for answers whose cost is one signature (OCSP nonce answers): a worker
+   * task costs more than the signature at the low concurrency such clients bring. Only where the backend
+   * allows it: an encrypted_database key is unwrapped in this thread as in the workers (the key-encryption
+   * key is in this process either way). Null when it does not (PKCS#11: the token's sessions live in the
+   * workers) or the key cannot be used; the caller then goes through sign(), which names the problem.
+   */
+  signInProcess(ref: StoredKeyRef, data: Buffer): Buffer | null;
   /** Throws naming `owner` when the reference cannot be used by this configuration (unknown kekId, other token). */
   check(ref: StoredKeyRef, owner: string): void;
   /** For health and the authority records: backend state (breaker open or closed, token label). */
