@@ -9,13 +9,22 @@ import { Name } from './x509.js';
 import type { AuthorityRow, NewAuthority } from './authority-queries.js';
 import { readCertificate } from './certificate-info.js';
 import { bytes, certificateDer, derToPem, randomSerial, signatureAlgorithmDer, tbsCertificateDer } from './der.js';
-import { authorityKeyIdentifier, caBasicConstraints, caKeyUsage, keyIdentifierOf, subjectKeyIdentifier } from './extensions.js';
+import {
+  authorityInfoAccess, authorityKeyIdentifier, caBasicConstraints, caKeyUsage, crlDistributionPoints, keyIdentifierOf, subjectKeyIdentifier,
+  type PublicationUrls,
+} from './extensions.js';
 import type { CaKeys, KeyAlgorithm, KeyBackendKind } from './keys/types.js';
 
 export interface AuthoritySettings {
   backend: KeyBackendKind;
   algorithm: KeyAlgorithm;
   ttlSecs: number;
+  /**
+   * Where the parent publishes revocation (publication-base.ts, read now): the CDP and AIA of the new
+   * authority's certificate. null while no publication address is known (the management listener not yet
+   * bound, publication listener off): the certificate then names none.
+   */
+  publicationUrlsOf: (issuerId: string) => PublicationUrls | null;
 }
 
 /** Clock skew allowance: certificates are valid from a few minutes before they were made. */
@@ -64,10 +73,15 @@ export async function makeIssuingAuthority(
   const keyId = keyIdentifierOf(bytes(spki.subjectPublicKey));
   const serial = randomSerial();
   const parentAlgorithm = signatureAlgorithmDer(parent.key_algorithm);
+  const parentUrls = settings.publicationUrlsOf(parent.id);
   const tbs = tbsCertificateDer({
     serial, signatureAlgorithm: parentAlgorithm, issuerName: parentInfo.subjectNameDer, notBefore, notAfter, subjectName: subjectNameDer,
     subjectPublicKeyInfo: generated.spki,
-    extensions: [caBasicConstraints(0), caKeyUsage(), subjectKeyIdentifier(keyId), authorityKeyIdentifier(parentInfo.subjectKeyId)],
+    // The parent (the platform intermediate) publishes this certificate's revocation: its CRL, OCSP and certificate.
+    extensions: [
+      caBasicConstraints(0), caKeyUsage(), subjectKeyIdentifier(keyId), authorityKeyIdentifier(parentInfo.subjectKeyId),
+      ...(parentUrls ? [authorityInfoAccess(parentUrls), crlDistributionPoints(parentUrls)] : []),
+    ],
   });
   const signature = await keys.sign(parent.key_ref, tbs);
   const der = certificateDer(tbs, parentAlgorithm, signature);

@@ -29,6 +29,13 @@ export class ProvisioningRefused extends AppError {
 
 const scopeOf = (tenantId: string | null) => (tenantId === null ? 'platform' : `tenant:${tenantId}`);
 
+/** Why a scope whose newest authority was revoked issues nothing until an administrator provisions a successor. */
+export function revokedMessage(row: q.AuthorityRow): string {
+  return `the certificate authority ${row.id} (${row.kind.replace(/_/g, ' ')}) was revoked (${row.revocation_reason ?? 'unspecified'}) `
+    + `at ${row.revoked_at?.toISOString()} and issues nothing: a platform administrator provisions its successor `
+    + '(provisionTenantAuthorityAutomatically, or beginTenantAuthorityProvisioning then transitionRetirement)';
+}
+
 function subjectFor(kind: LeafIssuerKind, tenantId: string | null, id: string): string {
   const tag = id.slice(0, 8);
   return kind === 'tenant_intermediate' ? `CN=tenant-${tenantId} CA ${tag}` : `CN=platform leaf issuer ${tag}`;
@@ -62,6 +69,11 @@ export function createProvisioning(deps: { sql: Sql; keys: CaKeys; registry: Reg
       const parent = await q.selectActive(tx, 'platform_intermediate', null);
       const unchanged = options.when === 'missing' || (options.when === 'stale' && current?.parent_id === parent?.id);
       if (current && unchanged) return { authority: current, replaced: [] as string[], created: false };
+      if (!current && options.when !== 'always' && kind === 'tenant_intermediate') {
+        // A compromised authority's successor is an administrator's decision (an explicit provisioning), not automatic.
+        const newest = await q.selectNewest(tx, kind, tenantId);
+        if (newest?.revoked_at) throw new ProvisioningRefused(revokedMessage(newest));
+      }
       if (!options.activate) {
         const [pending] = await tx<{ id: string }[]>`
           select id from pki_authorities where kind = ${kind} and status = 'pending'
@@ -132,6 +144,11 @@ export function createProvisioning(deps: { sql: Sql; keys: CaKeys; registry: Reg
     provision,
     recordFailure,
     ensureTenantIssuer,
+    /** When the scope's newest leaf issuer was revoked: why nothing is issued (issuance's refusal); else null. */
+    async revokedRefusal(kind: LeafIssuerKind, tenantId: string | null): Promise<string | null> {
+      const newest = await q.selectNewest(sql, kind, tenantId);
+      return newest?.revoked_at ? revokedMessage(newest) : null;
+    },
 
     /** The platform leaf issuer under the active platform intermediate: made when missing or when its parent changed. */
     async ensurePlatformLeafIssuer(): Promise<q.AuthorityRow | null> {

@@ -40,6 +40,10 @@ export interface AuthorityRow {
   retiring_at: Date | null;
   retired_at: Date | null;
   updated_at: Date | null;
+  /** Revoked (compromised): issues nothing, its leaves are refused; its certificate is in its parent's CRL. */
+  revoked_at: Date | null;
+  revocation_reason: string | null;
+  revoked_by: string | null;
 }
 
 export async function selectAuthority(sql: Queryable, id: string): Promise<AuthorityRow | undefined> {
@@ -170,6 +174,27 @@ export async function tenantsWithoutIssuer(sql: Queryable, limit: number): Promi
     select t.id from tenants t
     where t.deleted_at is null and not exists (
       select 1 from pki_authorities a where a.tenant_id = t.id and a.kind = 'tenant_intermediate' and a.status = 'active')
+      -- a revoked authority's successor is an administrator's decision, never automatic
+      and not coalesce((select a.revoked_at is not null from pki_authorities a where a.tenant_id = t.id and a.kind = 'tenant_intermediate'
+        and a.status <> 'failed' order by a.version desc limit 1), false)
     order by t.created_at, t.id limit ${limit}`;
   return rows.map((r) => r.id);
+}
+
+/** Revocation of an authority: it stops issuing and, if it was in use, is retired (it keeps publishing its CRL). */
+export async function markAuthorityRevoked(sql: Queryable, id: string, reason: string, at: Date, actor: string | null): Promise<void> {
+  await sql`
+    update pki_authorities set revoked_at = ${at}, revocation_reason = ${reason}, revoked_by = ${actor}, issuance_enabled = false,
+      status = case when status in ('pending', 'active', 'retiring') then 'retired' else status end,
+      retired_at = case when status in ('pending', 'active', 'retiring') then ${at} else retired_at end, updated_at = now()
+    where id = ${id}`;
+}
+
+/** The newest version of a leaf issuer of the scope (failed attempts aside), to tell a revoked one from none. */
+export async function selectNewest(sql: Queryable, kind: AuthorityKind, tenantId: string | null): Promise<AuthorityRow | undefined> {
+  const [row] = await sql<AuthorityRow[]>`
+    select * from pki_authorities where kind = ${kind} and status <> 'failed'
+      and ${tenantId === null ? sql`tenant_id is null` : sql`tenant_id = ${tenantId}`}
+    order by version desc limit 1`;
+  return row;
 }

@@ -10,6 +10,7 @@ import type { Logger } from '../log.js';
 import type { ResolvedCertificate } from './certificates.js';
 import { createPkiAccess } from './access.js';
 import { createAuthorities } from './authorities.js';
+import { createAuthorityRevocation } from './authority-revocation.js';
 import { bootstrapFromConfig, checkStoredKeys } from './authority-bootstrap.js';
 import { createProvisioning } from './authority-provisioning.js';
 import { selectLiveAuthorities } from './authority-queries.js';
@@ -101,7 +102,10 @@ export function createPki(deps: PkiDeps) {
   const registry = createRegistry({ sql, hub, log, publicationBase, extendedKeyUsagesEnabled: settings.profileExtendedKeyUsages });
   const provisioning = createProvisioning({
     sql, keys, registry, log,
-    settings: { backend: settings.caKeyBackend, algorithm: settings.authorityKeyAlgorithm, ttlSecs: settings.authorityTtlSecs },
+    settings: {
+      backend: settings.caKeyBackend, algorithm: settings.authorityKeyAlgorithm, ttlSecs: settings.authorityTtlSecs,
+      publicationUrlsOf: (issuerId) => (publicationBase.known() ? publicationBase.urlsFor(issuerId) : null),
+    },
   });
   const writer = createIssuanceWriter({ sql, hub });
   const csrs = createCsrReader({ workers: deps.workers, maxBytes: settings.maxCsrBytes });
@@ -116,6 +120,7 @@ export function createPki(deps: PkiDeps) {
     sql: scopedSql, access, audit, changed: (id) => registry.changed({ profiles: [id], all: true }), extendedKeyUsagesEnabled: settings.profileExtendedKeyUsages,
   });
   const authorities = createAuthorities({ sql: scopedSql, access, provisioning, registry });
+  const authorityRevocation = createAuthorityRevocation({ sql: scopedSql, access, registry, revocation });
   const chains = createChains({ sql, hub });
   let stopping = false;
   let reconciling: Promise<unknown> | undefined;
@@ -137,7 +142,7 @@ export function createPki(deps: PkiDeps) {
     },
 
     graphqlModule(): GraphqlModule {
-      return pkiGraphqlModule({ authorities, profiles, certificates, issuance, revocation, publicationBase });
+      return pkiGraphqlModule({ authorities, profiles, certificates, issuance, revocation, publicationBase, authorityRevocation });
     },
 
     /** For the tenants domain (wired in the composition root). */

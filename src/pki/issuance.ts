@@ -103,6 +103,8 @@ export function createIssuance(deps: {
       if (made) issuer = await registry.activeIssuer(entity.tenant_id);
     }
     if (!issuer || !issuer.authority.issuance_enabled || !issuer.authority.key_ref) {
+      const revoked = await deps.provisioning.revokedRefusal(entity.tenant_id === null ? 'platform_leaf_issuer' : 'tenant_intermediate', entity.tenant_id);
+      if (revoked) throw conflict(revoked);
       throw conflict(entity.tenant_id === null
         ? 'no active platform leaf issuer: the certificate authority is not configured (SVC_PKI_ROOT_CERT_PATH, SVC_PKI_PLATFORM_INTERMEDIATE_*)'
         : 'the tenant has no active certificate authority and none can be provisioned: is a platform intermediate configured?');

@@ -9,6 +9,12 @@ import { issuerHashes, responderIdByKey, responseCertsDer, subjectPublicKeyBits 
 import { PUBLISHING_KINDS } from './publication-base.js';
 import type { IssuerContext, Registry } from './registry.js';
 
+/**
+ * The leaf issuers publish their leaves' revocation; the platform intermediate publishes that of the
+ * authorities it signed (tenant intermediates, the platform leaf issuer), so a relying party can check the
+ * whole chain. The root's CRL is the operator's, made offline: its key never enters the service.
+ */
+const REVOCATION_PUBLISHERS: ReadonlySet<string> = new Set([...PUBLISHING_KINDS, 'platform_intermediate']);
 const PUBLISHING_STATUSES = new Set(['active', 'retiring', 'retired']);
 
 export interface PublishingIssuer {
@@ -27,7 +33,7 @@ export interface PublishingIssuer {
 
 function build(id: string, context: IssuerContext): PublishingIssuer | null {
   const row = context.authority;
-  if (!PUBLISHING_KINDS.has(row.kind) || !PUBLISHING_STATUSES.has(row.status) || !row.key_ref) return null;
+  if (!REVOCATION_PUBLISHERS.has(row.kind) || !PUBLISHING_STATUSES.has(row.status) || !row.key_ref) return null;
   const keyBits = subjectPublicKeyBits(context.info.spkiDer);
   const hashes = new Map<string, { name: Buffer; key: Buffer }>();
   const chain = pemBlocks(context.chainPem, ['CERTIFICATE']);

@@ -80,7 +80,9 @@ export interface SerialStatusRow {
  */
 export async function selectSerialStatus(sql: Queryable, issuerId: string, serial: string): Promise<SerialStatusRow> {
   const [row] = await sql<SerialStatusRow[]>`
-    select exists (select 1 from credentials c where c.kind = 'certificate' and c.issuer_id = ${issuerId} and c.identifier = ${serial}) as issued,
+    select (exists (select 1 from credentials c where c.kind = 'certificate' and c.issuer_id = ${issuerId} and c.identifier = ${serial})
+        -- an authority the issuer signed (the platform intermediate's tenant intermediates and platform leaf issuer)
+        or exists (select 1 from pki_authorities a where a.parent_id = ${issuerId} and a.serial_number = ${serial})) as issued,
       r.revoked_at, r.reason
     from (select 1) one
     left join certificate_revocations r on r.issuer_id = ${issuerId} and r.serial_number = ${serial}`;

@@ -4,6 +4,7 @@ import { iso } from '../graphql/mapping.js';
 import { authed, type Args } from '../graphql/resolve.js';
 import { readSdl, type GraphqlModule } from '../graphql/schema.js';
 import type { Authorities } from './authorities.js';
+import type { AuthorityRevocation } from './authority-revocation.js';
 import type { AuthorityRow } from './authority-queries.js';
 import type { CertificateRow } from './certificate-queries.js';
 import { statusOf, type CertificateReads } from './certificates.js';
@@ -36,7 +37,8 @@ function toAuthority(r: AuthorityRow, chainPem: string | null, urls: Publication
     managedBy: r.provisioning_mode === 'config' ? 'config' : null, failureReason: r.failure_reason, defaultProfileId: r.default_profile_id,
     notBefore: iso(r.not_before), notAfter: iso(r.not_after), createdAt: iso(r.created_at), activatedAt: iso(r.activated_at),
     retiringAt: iso(r.retiring_at), retiredAt: iso(r.retired_at), updatedAt: iso(r.updated_at),
-    ocspUrl: urls?.ocspUrl ?? null, caIssuersUrl: urls?.caIssuersUrl ?? null, crlDistributionPointUrl: urls?.crlDistributionPointUrl ?? null,
+    ocspUrl: urls?.ocspUrl ?? null, caIssuersUrl: urls?.caIssuersUrl ?? null, crlDistributionPointUrl: urls?.crlDistributionPointUrl ?? null, revokedAt: iso(r.revoked_at),
+    revocationReason: r.revocation_reason,
   };
 }
 
@@ -59,6 +61,7 @@ const toRevocation = (r: Revocation) => ({
 
 export function pkiGraphqlModule(s: {
   authorities: Authorities; profiles: Profiles; certificates: CertificateReads; issuance: Issuance; revocation: RevocationService; publicationBase: PublicationBase;
+  authorityRevocation: AuthorityRevocation;
 }): GraphqlModule {
   // The URLs its leaves get if issued now (the stored ocsp_url etc. are the base at creation, history only).
   const urlsOf = (row: AuthorityRow) => (PUBLISHING_KINDS.has(row.kind) && s.publicationBase.known() ? s.publicationBase.urlsFor(row.id) : null);
@@ -87,6 +90,7 @@ export function pkiGraphqlModule(s: {
         }),
         beginAuthorityRetirement: authed(async (p, a, ctx) => authority(await s.authorities.beginRetirement(p, a.authorityId, ctx.requestId))),
         completeAuthorityRetirement: authed(async (p, a, ctx) => authority(await s.authorities.completeRetirement(p, a.authorityId, ctx.requestId))),
+        revokeAuthority: authed(async (p, a, ctx) => authority(await s.authorityRevocation.revoke(p, a.authorityId, a.reason, ctx.requestId))),
         transitionRetirement: authed(async (p, a, ctx) => authority(await s.authorities.transition(p, a.authorityId, ctx.requestId))),
         setAuthorityDefaultProfile: authed(async (p, a) => authority(await s.authorities.get(p, await s.profiles.setDefault(p, a.authorityId, a.profileId)))),
         createCertificateProfile: authed(async (p, a) => toProfile(await s.profiles.create(p, a.input as Args))),

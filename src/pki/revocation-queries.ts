@@ -6,8 +6,9 @@ import type { RevocationReason } from './der.js';
 export interface LedgerEntry {
   issuerId: string;
   serialNumber: string;
-  credentialId: string;
-  entityId: string;
+  /** null for an authority's own certificate (it is no credential) */
+  credentialId: string | null;
+  entityId: string | null;
   tenantId: string | null;
   fingerprintSha256: string | null;
   reason: RevocationReason;
@@ -102,6 +103,15 @@ export async function lockActiveOfTenant(sql: Queryable, tenantId: string, after
     select c.id, c.entity_id, c.identifier, c.issuer_id, e.tenant_id, c.metadata ->> 'fingerprint_sha256' as fingerprint_sha256, c.expires_at
     from credentials c join entities e on e.id = c.entity_id
     where e.tenant_id = ${tenantId} and c.kind = 'certificate' and c.status = 'active' and c.id > ${afterId}
+    order by c.id limit ${limit} for update of c`;
+}
+
+/** Active certificates an authority signed, locked, a batch at a time (the authority is being revoked). */
+export async function lockActiveOfIssuer(sql: Queryable, issuerId: string, afterId: string, limit: number): Promise<RevocableRow[]> {
+  return sql<RevocableRow[]>`
+    select c.id, c.entity_id, c.identifier, c.issuer_id, e.tenant_id, c.metadata ->> 'fingerprint_sha256' as fingerprint_sha256, c.expires_at
+    from credentials c join entities e on e.id = c.entity_id
+    where c.issuer_id = ${issuerId} and c.kind = 'certificate' and c.status = 'active' and c.id > ${afterId}
     order by c.id limit ${limit} for update of c`;
 }
 

@@ -12,7 +12,7 @@ import * as v from '../validate.js';
 import type { PkiAccess, SubjectEntity } from './access.js';
 import { selectAuthority } from './authority-queries.js';
 import * as cq from './certificate-queries.js';
-import { revocationReason, type RevocationReason } from './der.js';
+import { crlEntryDer, revocationReason, type RevocationReason } from './der.js';
 import type { Caller } from './issuance.js';
 import { REVOKED_TOPIC, ledgerEntryFor, revocationAudit, revocationInstant, revocationOutbox, revokedPayload, type RevokedNotice } from './revocation-events.js';
 import * as rq from './revocation-queries.js';
@@ -31,6 +31,16 @@ export interface Revocation {
   actorEntityId: string | null;
   revokedAt: Date;
   idempotentReplay: boolean;
+}
+
+/** What revoking an authority's own certificate needs of its row (one the platform intermediate signed). */
+export interface AuthorityRevocable {
+  id: string;
+  parent_id: string;
+  serial_number: string;
+  tenant_id: string | null;
+  fingerprint_sha256: string | null;
+  not_after: Date | null;
 }
 
 export interface BulkInput {
@@ -238,7 +248,7 @@ export function createRevocation(deps: { sql: Sql; hub: NotifyHub; access: PkiAc
             where c.id = any(${wanted}::uuid[]) and c.status = 'active' order by c.id for update of c`;
           entries.push(...(await revokeRows(tx, locked, reason, p.entityId, { requestId, via: 'graphql', details: { scope: 'bulk' } })));
         });
-        for (const e of entries) revoked.add(e.credentialId);
+        for (const e of entries) if (e.credentialId) revoked.add(e.credentialId);
         committed(entries);
       }
       for (const item of items) if (item.outcome === 'revoked' && !revoked.has(item.credentialId)) item.outcome = 'already_revoked';
@@ -259,6 +269,34 @@ export function createRevocation(deps: { sql: Sql; hub: NotifyHub; access: PkiAc
         after = (rows[rows.length - 1] as rq.RevocableRow).id;
       }
     },
+
+    /**
+     * A revoked authority (inside revokeAuthority's transaction): its own certificate's entry in its parent's
+     * ledger (the platform intermediate's CRL and OCSP publish it), then every active leaf it signed, revoked
+     * as ca_compromise. Pass the result to `committed` once the transaction committed.
+     */
+    async revokeAuthorityInside(tx: Queryable, authority: AuthorityRevocable, reason: RevocationReason, actor: string | null, requestId: string | null): Promise<rq.LedgerEntry[]> {
+      const at = revocationInstant();
+      const own: rq.LedgerEntry = {
+        issuerId: authority.parent_id, serialNumber: authority.serial_number, credentialId: null, entityId: null, tenantId: authority.tenant_id,
+        fingerprintSha256: authority.fingerprint_sha256, reason, revokedAt: at.toISOString(), notAfter: authority.not_after?.toISOString() ?? null,
+        actorEntityId: actor, crlEntry: crlEntryDer(authority.serial_number, at, reason).toString('hex'),
+      };
+      await rq.insertLedger(tx, [own]);
+      await hub.notify(REVOKED_TOPIC, revokedPayload([own]), tx);
+      deps.published?.pending([own.issuerId]);
+      const entries = [own];
+      const meta = { requestId, via: 'authority.revoke', details: { scope: 'authority', authority_id: authority.id } };
+      for (let after = ZERO_UUID; ;) {
+        const rows = await rq.lockActiveOfIssuer(tx, authority.id, after, 1000);
+        entries.push(...(await revokeRows(tx, rows, 'ca_compromise', actor, meta)));
+        if (rows.length < 1000) return entries;
+        after = (rows[rows.length - 1] as rq.RevocableRow).id;
+      }
+    },
+
+    /** After a transaction that revoked inside it committed: publication caches serve again, resolution caches forget. */
+    committed,
 
     /** Entity deletion (inside its transaction). */
     async revokeEntityDeleted(tx: Queryable, entityId: string, actor: string | null, requestId: string | null = null): Promise<number> {
