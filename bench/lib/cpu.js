@@ -70,8 +70,22 @@ function readAllStats() {
 }
 
 /**
- * @typedef {{wallNs: bigint, ticks: Record<string, number>, sleeps: Record<string, number>, pids: Record<string, number[]>, machineBusyTicks: number}} CpuSnapshot
+ * @typedef {{wallNs: bigint, ticks: Record<string, number>, sleeps: Record<string, number>, pids: Record<string, number[]>, machineBusyTicks: number, databaseTicks?: Map<number, number>}} CpuSnapshot
  */
+
+/**
+ * Whether a PostgreSQL process is a backend connected to this database: its title is
+ * "postgres: <cluster>: <user> <database> <host>(<port>) <state>".
+ * @param {number} pid @param {string} database
+ */
+function servesDatabase(pid, database) {
+  try {
+    const title = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+    return title.includes(` ${database} `);
+  } catch {
+    return false;
+  }
+}
 
 /** Busy ticks of the whole machine (all cores) from /proc/stat: total minus idle and iowait. */
 function readMachineBusyTicks() {
@@ -85,10 +99,12 @@ function readMachineBusyTicks() {
  * process whose comm is postgres, wherever it came from) when includePostgres. A PostgreSQL process
  * is only ever counted in "postgres", even when it descends from a root.
  * @param {Record<string, number>} roots group name -> root pid
- * @param {{includePostgres?: boolean}} [opts]
+ * With postgresDatabase, group "postgres" is only the backends connected to that database (on a machine
+ * shared with other databases' work, the one figure that is this server's own), counted per backend.
+ * @param {{includePostgres?: boolean, postgresDatabase?: string}} [opts]
  * @returns {CpuSnapshot}
  */
-export function takeCpuSnapshot(roots, { includePostgres = true } = {}) {
+export function takeCpuSnapshot(roots, { includePostgres = true, postgresDatabase } = {}) {
   const stats = readAllStats();
   const machineBusyTicks = readMachineBusyTicks();
   const wallNs = process.hrtime.bigint();
@@ -111,6 +127,12 @@ export function takeCpuSnapshot(roots, { includePostgres = true } = {}) {
     pids[group] = tree;
     ticks[group] = tree.reduce((sum, pid) => sum + (byPid.get(pid)?.ticks ?? 0), 0);
     sleeps[group] = tree.reduce((sum, pid) => sum + readSleeps(pid), 0);
+  }
+  if (includePostgres && postgresDatabase) {
+    const pg = stats.filter((s) => s.comm === 'postgres' && servesDatabase(s.pid, postgresDatabase));
+    pids.postgres = pg.map((s) => s.pid);
+    ticks.postgres = 0;
+    return { wallNs, ticks, sleeps, pids, machineBusyTicks, databaseTicks: new Map(pg.map((s) => [s.pid, s.ticks])) };
   }
   if (includePostgres) {
     const pg = stats.filter((s) => s.comm === 'postgres');
@@ -145,6 +167,12 @@ export function diffCpuSnapshots(before, after) {
   const cpuSeconds = {};
   for (const group of Object.keys(after.ticks)) {
     cpuSeconds[group] = ((after.ticks[group] ?? 0) - (before.ticks[group] ?? 0)) / CLOCK_TICKS;
+  }
+  if (after.databaseTicks) {
+    // Per backend: one that connected during the window counts whole, one that left is lost (rare: pools).
+    let ticks = 0;
+    for (const [pid, t] of after.databaseTicks) ticks += t - (before.databaseTicks?.get(pid) ?? 0);
+    cpuSeconds.postgres = ticks / CLOCK_TICKS;
   }
   /** @type {Record<string, number>} */
   const sleeps = {};
