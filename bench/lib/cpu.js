@@ -70,8 +70,22 @@ function readAllStats() {
 }
 
 /**
- * @typedef {{wallNs: bigint, ticks: Record<string, number>, sleeps: Record<string, number>, pids: Record<string, number[]>, machineBusyTicks: number}} CpuSnapshot
+ * @typedef {{wallNs: bigint, ticks: Record<string, number>, sleeps: Record<string, number>, pids: Record<string, number[]>, machineBusyTicks: number, databaseTicks?: Map<number, number>}} CpuSnapshot
  */
+
+/**
+ * Whether a PostgreSQL process is a backend connected to this database: its title is
+ * "postgres: <cluster>: <user> <database> <host>(<port>) <state>".
+ * @param {number} pid @param {string} database
+ */
+function servesDatabase(pid, database) {
+  try {
+    const title = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+    return title.includes(` ${database} `);
+  } catch {
+    return false;
+  }
+}
 
 /** Busy ticks of the whole machine (all cores) from /proc/stat: total minus idle and iowait. */
 function readMachineBusyTicks() {
@@ -90,10 +104,12 @@ function readMachineBusyTicks() {
  * the same PostgreSQL, it is the figure their databases do not reach (the postmaster, which absorbs every
  * reaped backend of every database, is left out of it).
  * @param {Record<string, number>} roots group name -> root pid
- * @param {{includePostgres?: boolean, postgresDatabase?: string}} [opts]
+ * With postgresBackendsOf instead, group "postgres" is only the backends connected to that database (on a
+ * machine shared with other databases' work, the one figure that is this server's own), counted per backend.
+ * @param {{includePostgres?: boolean, postgresDatabase?: string, postgresBackendsOf?: string}} [opts]
  * @returns {CpuSnapshot}
  */
-export function takeCpuSnapshot(roots, { includePostgres = true, postgresDatabase } = {}) {
+export function takeCpuSnapshot(roots, { includePostgres = true, postgresDatabase, postgresBackendsOf } = {}) {
   const stats = readAllStats();
   const machineBusyTicks = readMachineBusyTicks();
   const wallNs = process.hrtime.bigint();
@@ -117,11 +133,17 @@ export function takeCpuSnapshot(roots, { includePostgres = true, postgresDatabas
     ticks[group] = tree.reduce((sum, pid) => sum + (byPid.get(pid)?.ticks ?? 0), 0);
     sleeps[group] = tree.reduce((sum, pid) => sum + readSleeps(pid), 0);
   }
+  if (includePostgres && postgresBackendsOf) {
+    const pg = stats.filter((s) => s.comm === 'postgres' && servesDatabase(s.pid, postgresBackendsOf));
+    pids.postgres = pg.map((s) => s.pid);
+    ticks.postgres = 0;
+    return { wallNs, ticks, sleeps, pids, machineBusyTicks, databaseTicks: new Map(pg.map((s) => [s.pid, s.ticks])) };
+  }
   if (includePostgres) {
     const pg = stats.filter((s) => s.comm === 'postgres');
     pids.postgres = pg.map((s) => s.pid);
     ticks.postgres = pg.reduce((sum, s) => sum + s.ticks, 0);
-    if (postgresDatabase) ticks.postgresOwn = pg.filter((s) => servesDatabase(s.pid, postgresDatabase)).reduce((sum, s) => sum + s.ticks, 0);
+    if (postgresDatabase) ticks.postgresOwn = pg.filter((s) => servesOrWritesFor(s.pid, postgresDatabase)).reduce((sum, s) => sum + s.ticks, 0);
   }
   return { wallNs, ticks, sleeps, pids, machineBusyTicks };
 }
@@ -129,7 +151,8 @@ export function takeCpuSnapshot(roots, { includePostgres = true, postgresDatabas
 const SHARED_WRITERS = /^postgres: (?:\S+: )?(walwriter|checkpointer|background writer)/;
 
 /** A backend or autovacuum worker of the database ("postgres: user db host(port) state"), or a shared writer. */
-function servesDatabase(/** @type {number} */ pid, /** @type {string} */ database) {
+/** A backend of that database, or one of the shared writers every commit needs. */
+function servesOrWritesFor(/** @type {number} */ pid, /** @type {string} */ database) {
   let cmd;
   try {
     cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
@@ -164,6 +187,12 @@ export function diffCpuSnapshots(before, after) {
   const cpuSeconds = {};
   for (const group of Object.keys(after.ticks)) {
     cpuSeconds[group] = ((after.ticks[group] ?? 0) - (before.ticks[group] ?? 0)) / CLOCK_TICKS;
+  }
+  if (after.databaseTicks) {
+    // Per backend: one that connected during the window counts whole, one that left is lost (rare: pools).
+    let ticks = 0;
+    for (const [pid, t] of after.databaseTicks) ticks += t - (before.databaseTicks?.get(pid) ?? 0);
+    cpuSeconds.postgres = ticks / CLOCK_TICKS;
   }
   /** @type {Record<string, number>} */
   const sleeps = {};

@@ -1,7 +1,8 @@
 // Owns the list scenarios' measurement (issue 38): the service and the list floor (list-floor-server.js)
 // on one database holding a world of 100,000 entities, the same page asked of each in alternating windows
 // (--rounds): the floor, the platform administrator, then a tenant administrator (whose readable scope
-// filters the rows). CPU per answer counts the server process and every PostgreSQL process on both sides;
+// filters the rows). CPU per answer counts the server process and the PostgreSQL backends of the run's
+// database on both sides (background processes such as the WAL writer are left out: reads barely use them);
 // the efficiency is the floor's CPU per answer over the service's, for the costlier of the two callers.
 import postgres from 'postgres';
 import { diffCpuSnapshots, takeCpuSnapshot } from './cpu.js';
@@ -66,7 +67,7 @@ export async function seedListWorld({ httpPort, databaseUrl }) {
  * @param {any} ctx @param {string} scenarioFile @param {{pid: number, ports: Record<string, number>}} server
  * @param {string} group @param {{path: string, body: string, token: string | null}} request
  */
-async function window(ctx, scenarioFile, server, group, request) {
+async function window(ctx, scenarioFile, server, group, request, postgresDatabase) {
   let before = null;
   let after = null;
   const roots = (/** @type {number} */ pid) => ({ [group]: server.pid, generator: pid });
@@ -74,8 +75,8 @@ async function window(ctx, scenarioFile, server, group, request) {
     scenarioFile,
     ctx: { ports: { http: server.ports.http }, data: request },
     connections: ctx.connections, warmupSeconds: ctx.warmupSeconds, durationSeconds: ctx.durationSeconds,
-    onWindowStart: (pid) => (before = takeCpuSnapshot(roots(pid), { includePostgres: true })),
-    onWindowEnd: (pid) => (after = takeCpuSnapshot(roots(pid), { includePostgres: true })),
+    onWindowStart: (pid) => (before = takeCpuSnapshot(roots(pid), { includePostgres: true, postgresBackendsOf: postgresDatabase })),
+    onWindowEnd: (pid) => (after = takeCpuSnapshot(roots(pid), { includePostgres: true, postgresBackendsOf: postgresDatabase })),
   });
   const load = await done;
   if (!before || !after) throw new Error('load generator finished without reporting its window');
@@ -134,6 +135,9 @@ export function listScenario(def) {
       const floor = await spawnServer({ args: [LIST_FLOOR_ENTRY], cwd: repoRoot, env: { DATABASE_URL: service.databaseUrl }, name: 'list floor', ipc: true });
       try {
         const world = await seedListWorld({ httpPort: service.ports.http, databaseUrl: service.databaseUrl });
+        // PostgreSQL's share is the backends of this run's database only: on a machine shared with other
+        // work, every PostgreSQL process would carry other databases' queries.
+        const database = new URL(service.databaseUrl).pathname.slice(1);
         const body = (/** @type {string | null} */ t) => JSON.stringify({ query: def.query, variables: t ? { t } : {} });
         const adminT = def.everyTenantForAdmin ? null : world.fleet;
         const check = async (/** @type {string} */ token, /** @type {string | null} */ t) => {
@@ -156,7 +160,7 @@ export function listScenario(def) {
           for (const side of /** @type {(keyof typeof sides)[]} */ (['floorAdmin', 'admin', 'floorTenantAdmin', 'tenantAdmin'])) {
             if (side === 'floorTenantAdmin' && sameFloor) continue;
             const s = sides[side];
-            windows[side].push(await window(ctx, def.file, s.server, s.group, s.request));
+            windows[side].push(await window(ctx, def.file, s.server, s.group, s.request, database));
           }
           if (sameFloor) windows.floorTenantAdmin.push(windows.floorAdmin[windows.floorAdmin.length - 1]);
           const last = (/** @type {string} */ k) => windows[k][windows[k].length - 1];

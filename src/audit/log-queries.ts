@@ -1,7 +1,7 @@
 // SQL of reading the audit log: filtered pages, and a server-side cursor of JSON lines for the export.
 import type postgres from 'postgres';
 import type { Queryable } from '../db/client.js';
-import { selectPage, type ListResult, type Page } from '../db/paging.js';
+import { selectRows, type ListResult, type Page } from '../db/paging.js';
 
 export interface AuditLogRow {
   id: string;
@@ -56,7 +56,7 @@ function whereOf(sql: Queryable, f: AuditFilter) {
 
 /** Newest first (the index on created_at desc, id desc serves it). */
 export async function listAuditLogs(sql: Queryable, f: AuditFilter, page: Page): Promise<ListResult<AuditLogRow>> {
-  return selectPage<AuditLogRow>(sql, {
+  return selectRows<AuditLogRow & Record<string, unknown>>(sql, {
     columns: sql`a.id, a.actor_entity_id, a.tenant_id, a.target_kind, a.target_id, a.event, a.outcome, a.details, a.request_id, a.created_at`,
     from: sql`from audit_log a where ${whereOf(sql, f)}`,
     order: sql`a.created_at desc, a.id desc`,

@@ -1,7 +1,7 @@
 // SQL of groups: rows, listings, the object-group hierarchy and the tenant state writes depend on.
 import type postgres from 'postgres';
 import type { Queryable } from '../db/client.js';
-import { selectPage, type ListResult, type Page } from '../db/paging.js';
+import { selectRows, type ListResult, type Page } from '../db/paging.js';
 import type { DeletedFilter } from '../validate.js';
 
 export interface GroupRow {
@@ -166,7 +166,7 @@ export async function listGroups(sql: Queryable, f: GroupFilter, page: Page): Pr
   }
   const where = conds.length ? conds.reduce((a, c) => sql`${a} and ${c}`) : sql`true`;
   const dir = f.dir === 'desc' ? sql`desc` : sql`asc`;
-  return selectPage<GroupRow>(sql, {
+  return selectRows<GroupRow & Record<string, unknown>>(sql, {
     columns: columns(sql),
     from: sql`from groups g where ${where}`,
     order: sql`${sql('g.' + GROUP_ORDER[f.order])} ${dir} nulls last, g.id ${dir}`,

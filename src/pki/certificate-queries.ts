@@ -2,6 +2,7 @@
 // records, renewal links, outbox), and the reads behind the certificate queries and lookups.
 import type postgres from 'postgres';
 import type { Queryable } from '../db/client.js';
+import { selectRows } from '../db/paging.js';
 
 type PendingQuery = postgres.PendingQuery<postgres.Row[]>;
 
@@ -105,12 +106,12 @@ export async function listCertificates(sql: Queryable, f: CertificateFilter, pag
       ${f.expiresFrom ? sql`and c.expires_at >= ${f.expiresFrom}` : sql``}
       ${f.expiresBefore ? sql`and c.expires_at < ${f.expiresBefore}` : sql``}
       ${f.tenantIds === null ? sql`` : sql`and e.tenant_id = any(${f.tenantIds}::uuid[])`}`;
-  const [{ total }] = await sql<[{ total: number }]>`
-    select count(*)::int as total from credentials c join entities e on e.id = c.entity_id ${where}`;
-  const items = total === 0 ? [] : await sql<CertificateRow[]>`
-    select ${sql.unsafe(COLUMNS)} from credentials c join entities e on e.id = c.entity_id ${where}
-    order by c.created_at desc, c.id limit ${page.limit} offset ${page.offset}`;
-  return { total, items };
+  // The page and its total in one round trip (db/paging.ts).
+  return selectRows<CertificateRow & Record<string, unknown>>(sql, {
+    columns: sql.unsafe(COLUMNS),
+    from: sql`from credentials c join entities e on e.id = c.entity_id ${where}`,
+    order: sql`c.created_at desc, c.id`,
+  }, page);
 }
 
 export interface IssuanceRecord {

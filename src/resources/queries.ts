@@ -1,7 +1,7 @@
 // SQL of resources (channels and other protected application objects) and their object-group containment.
 import type postgres from 'postgres';
 import type { Queryable } from '../db/client.js';
-import { selectPage, type ListResult, type Page } from '../db/paging.js';
+import { selectRows, type ListResult, type Page } from '../db/paging.js';
 import { descendantGroups } from '../access/queries.js';
 import type { DeletedFilter } from '../validate.js';
 
@@ -20,12 +20,15 @@ export interface ResourceRow {
   deleted_by: string | null;
 }
 
-/** Live object groups containing the resource come along in the same statement: no N+1 per list item. */
-function columns(sql: Queryable) {
+/**
+ * Live object groups containing the resource come along in the same statement: no N+1 per list item. A
+ * list that does not show them leaves the per-row subquery out (groups: false); its rows carry an empty list.
+ */
+function columns(sql: Queryable, include: { groups: boolean } = { groups: true }) {
   return sql`
     r.id, r.kind, r.name, r.alias, r.tenant_id, r.owner_id, r.attributes, r.created_at, r.updated_at, r.deleted_at, r.deleted_by,
-    array(select ogr.group_id from object_group_resources ogr join groups g on g.id = ogr.group_id
-          where ogr.resource_id = r.id and g.deleted_at is null order by ogr.created_at, ogr.group_id) as object_group_ids`;
+    ${include.groups ? sql`array(select ogr.group_id from object_group_resources ogr join groups g on g.id = ogr.group_id
+          where ogr.resource_id = r.id and g.deleted_at is null order by ogr.created_at, ogr.group_id)` : sql`'{}'::uuid[]`} as object_group_ids`;
 }
 
 export async function findResource(sql: Queryable, id: string): Promise<ResourceRow | undefined> {
@@ -130,10 +133,11 @@ function whereOf(sql: Queryable, f: Omit<ResourceFilter, 'order' | 'dir'>) {
   return conds.length ? conds.reduce((a, c) => sql`${a} and ${c}`) : sql`true`;
 }
 
-export async function listResources(sql: Queryable, f: ResourceFilter, page: Page): Promise<ListResult<ResourceRow>> {
+/** include.groups: whether the page shows each resource's object groups (the answer asks for them). */
+export async function listResources(sql: Queryable, f: ResourceFilter, page: Page, include = { groups: true }): Promise<ListResult<ResourceRow>> {
   const dir = f.dir === 'desc' ? sql`desc` : sql`asc`;
-  return selectPage<ResourceRow>(sql, {
-    columns: columns(sql),
+  return selectRows<ResourceRow & Record<string, unknown>>(sql, {
+    columns: columns(sql, include),
     from: sql`from resources r where ${whereOf(sql, f)}`,
     order: sql`${sql('r.' + RESOURCE_ORDER[f.order])} ${dir} nulls last, r.id ${dir}`,
   }, page);

@@ -1,5 +1,6 @@
 // GraphQL for resources: argument plumbing only; the rules live in service.ts.
 import { iso } from '../graphql/mapping.js';
+import { itemFields, wantsAny } from '../graphql/selection.js';
 import { authed, type Args } from '../graphql/resolve.js';
 import { readSdl, type GraphqlModule } from '../graphql/schema.js';
 import type { ResourceRow } from './queries.js';
@@ -30,8 +31,8 @@ export function resourcesGraphqlModule(service: ResourceService): GraphqlModule 
     resolvers: {
       Query: {
         resource: authed(async (p, a) => toResource(await service.get(p, a.id))),
-        resources: authed(async (p, a) => {
-          const page = await service.list(p, a);
+        resources: authed(async (p, a, _ctx, info) => {
+          const page = await service.list(p, a, { groups: wantsAny(itemFields(info), 'objectGroupIds', 'parentGroupId') });
           return { total: page.total, items: page.items.map(toResource) };
         }),
         resourceKinds: authed((p, a) => service.kinds(p, a.tenantId)),

@@ -102,7 +102,8 @@ export function createResourceService(deps: ResourceDeps) {
       return row;
     },
 
-    async list(p: Principal, args: ResourceListArgs): Promise<ListResult<q.ResourceRow>> {
+    /** include.groups: whether the items need their object groups (a GraphQL list that shows them). */
+    async list(p: Principal, args: ResourceListArgs, include = { groups: true }): Promise<ListResult<q.ResourceRow>> {
       const tenantId = optional(args, 'tenantId') ? v.uuid('tenantId', args.tenantId) : undefined;
       const deleted = optional(args, 'deleted') ? v.oneOf('deleted', args.deleted, v.DELETED_FILTERS) : 'live';
       if (deleted !== 'live') await guard.requirePlatformAdmin(p);
@@ -120,7 +121,7 @@ export function createResourceService(deps: ResourceDeps) {
         filter.parentGroupId = v.uuid('parentGroupId', args.parentGroupId);
         filter.includeDescendants = args.includeDescendants === true;
       }
-      return q.listResources(sql, filter, pageOf(args, deps.lists));
+      return q.listResources(sql, filter, pageOf(args, deps.lists), include);
     },
 
     async kinds(p: Principal, tenantIdArg: unknown): Promise<string[]> {

@@ -1,7 +1,7 @@
 // SQL of tenants (workspaces) and their lifecycle.
 import type postgres from 'postgres';
 import type { Queryable } from '../db/client.js';
-import { selectPage, type ListResult, type Page } from '../db/paging.js';
+import { selectRows, type ListResult, type Page } from '../db/paging.js';
 import type { DeletedFilter } from '../validate.js';
 
 export interface TenantRow {
@@ -125,7 +125,7 @@ export async function listTenants(sql: Queryable, f: TenantFilter, page: Page): 
   }
   const where = conds.length ? conds.reduce((a, c) => sql`${a} and ${c}`) : sql`true`;
   const dir = f.dir === 'desc' ? sql`desc` : sql`asc`;
-  return selectPage<TenantRow>(sql, {
+  return selectRows<TenantRow & Record<string, unknown>>(sql, {
     columns: columns(sql),
     from: sql`from tenants t where ${where}`,
     order: sql`${sql('t.' + TENANT_ORDER[f.order])} ${dir} nulls last, t.id ${dir}`,
