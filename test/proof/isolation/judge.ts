@@ -8,8 +8,7 @@ const CONSTANT = /^#([A-Za-z]+)$/;
 /** The distinct `$key` slots of a fixture value, in order of appearance. */
 export function slotsOf(value: unknown, out: string[] = []): string[] {
   if (typeof value === 'string') {
-    const m = SLOT.exec(value);
-    if (m && !out.includes(m[1]!)) out.push(m[1]!);
+    for (const m of value.matchAll(/\$([A-Za-z]+)/g)) if (!out.includes(m[1]!)) out.push(m[1]!);
   } else if (Array.isArray(value)) {
     for (const v of value) slotsOf(v, out);
   } else if (value && typeof value === 'object') {
@@ -34,7 +33,11 @@ export function fill(value: unknown, world: World, sides: Record<string, 'target
       if (v === undefined) throw new Error(`fixture names #${constant[1]}, which the world does not have`);
       return v;
     }
-    return value;
+    // A path: references inside it are filled the same way.
+    return value.replace(/([$#])([A-Za-z]+)/g, (whole, sigil: string, key: string) => {
+      const v = sigil === '$' ? world[sides[key] ?? 'target'][key] : world.constants[key];
+      return v ?? whole;
+    });
   }
   if (Array.isArray(value)) return value.map((v) => fill(v, world, sides));
   if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, fill(v, world, sides)]));

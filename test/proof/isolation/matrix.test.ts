@@ -5,8 +5,8 @@
 // other tenant's admin, a read-only member, a device, a scoped token outside its ceiling and an anonymous
 // caller: all refused; nothing of the target tenant returned or counted; the target's rows, audit log
 // and certificates hashed before and after each operation (snapshot.ts) and unchanged. The one thing a
-// refused attempt may add is a `deny` entry in the target's audit log recording it (a login into the
-// target, for one): the target's administrators see who tried; such entries are counted, not hidden. An operation or
+// refused attempt may add is a record of it: a `deny` entry in the target's audit log (a login into the
+// target, for one), a `denied` call in its custom endpoint's execution log; its administrators see who tried. An operation or
 // route without a fixture row fails the test, so the matrix grows with the service.
 import t from 'tap';
 import { AUTH_ENV } from '../../helpers/auth.js';
@@ -15,6 +15,8 @@ import { makeCaFiles } from '../../helpers/pki.js';
 import { startTestService } from '../../helpers/service.js';
 import { coverage, liveSchema, operationsOf, probeOperation, type Operation } from './graphql-matrix.js';
 import { GRAPHQL } from './graphql-fixtures.js';
+import { HTTP } from './http-fixtures.js';
+import { GRPC, grpcMethods, httpsAgent, probeMethod, probeRoute, routeCoverage, routeKey, servedRoutes } from './surfaces.js';
 import { changedTables, snapshot, tablesWithoutLine } from './snapshot.js';
 import { buildWorld } from './world.js';
 
@@ -87,4 +89,41 @@ t.test('GraphQL: refused for every caller, nothing returned, counted or changed'
   t.comment(`${probed.length} operations, ${calls} calls in ${Date.now() - t0} ms`);
 });
 
-void serverCert;
+const routes = servedRoutes(ts.service.routes());
+const tls = httpsAgent(serverCert);
+t.teardown(() => tls.close());
+
+t.test('HTTP: every route of every listener has a fixture row', async (t) => {
+  const c = routeCoverage(routes);
+  t.same(c.missing, [], 'routes without a row in http-fixtures.ts');
+  t.same(c.stale, [], 'rows for routes no listener serves');
+  t.ok(routes.some((r) => r.listener === 'enrollment'), 'the enrollment listener is part of it');
+});
+
+t.test('HTTP: refused for every caller, nothing returned, counted or changed', async (t) => {
+  let calls = 0;
+  const t0 = Date.now();
+  for (const route of routes.filter((r) => HTTP[routeKey(r)])) {
+    const result = await probeRoute(ts, world, route, tls);
+    calls += result.calls;
+    const changed = await unchanged();
+    t.same([...result.problems, ...changed.map((c) => `changed: ${c}`)], [], `${routeKey(route)} (${result.calls} calls)`);
+  }
+  t.comment(`${routes.length} routes, ${calls} calls in ${Date.now() - t0} ms`);
+});
+
+t.test('gRPC: every method of the proto has a row; refused for every caller, nothing changed', async (t) => {
+  const methods = grpcMethods();
+  t.same(methods.filter((m) => !GRPC[m]), [], 'methods without a row in surfaces.ts GRPC');
+  t.same(Object.keys(GRPC).filter((m) => !methods.includes(m)), [], 'rows for methods the proto no longer has');
+  for (const method of methods.filter((m) => GRPC[m])) {
+    const result = await probeMethod(ts, world, method);
+    const changed = await unchanged();
+    t.same([...result.problems, ...changed.map((c) => `changed: ${c}`)], [], `${method} (${result.calls} calls)`);
+  }
+});
+
+t.test('the whole matrix stays within its budget', async (t) => {
+  t.comment(`total ${Date.now() - started} ms (world, GraphQL, HTTP, gRPC)`);
+  t.pass();
+});

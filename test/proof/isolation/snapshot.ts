@@ -43,7 +43,8 @@ export const TARGET_ROWS: Record<string, string | { skip: string }> = {
   profiles: `select * from profiles where tenant_id = $1`,
   profile_versions: `select * from profile_versions where profile_id in (select id from profiles where tenant_id = $1)`,
   api_endpoints: `select * from api_endpoints where tenant_id = $1`,
-  api_endpoint_executions: `select * from api_endpoint_executions where endpoint_id in (select id from api_endpoints where tenant_id = $1)`,
+  // A refused call is recorded in the endpoint's log as `denied` (matrix.test.ts says why).
+  api_endpoint_executions: `select * from api_endpoint_executions where endpoint_id in (select id from api_endpoints where tenant_id = $1) and status <> 'denied'`,
   // Refused attempts on the target may be recorded there as `deny` entries (matrix.test.ts says why).
   audit_log: `select * from audit_log where tenant_id = $1 and outcome <> 'deny'`,
   pki_authorities: `select * from pki_authorities where tenant_id = $1`,

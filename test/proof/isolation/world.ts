@@ -25,7 +25,9 @@ export interface World {
   /** Strings that must never reach a caller: the target's object ids and its name marker. */
   markers: string[];
   /** The target's device and its shared key (the messaging routes' publisher). */
-  device: { id: string; key: string };
+  /** The device caller (another device of the target) and the other tenant's device, with their keys. */
+  sensor: { id: string; key: string };
+  attackerDevice: { id: string; key: string };
   platformAdmin: string;
 }
 
@@ -138,13 +140,21 @@ export async function buildWorld(ts: TestService, dir: string): Promise<World> {
   // A scoped token of the target's own administrator whose ceiling is one other channel: every operation
   // of the matrix lies outside it.
   const scoped = await accessTokenFor(ts, bob.token, [{ actions: ['read'], scopeMode: 'object', objectKind: 'resource', objectId: target.ceilingChannel }]);
+  const published = await fetch(`${ts.url('messaging')}/http/m/${target.tenant}/c/${target.channel}`, {
+    method: 'POST', headers: { authorization: `Client ${target.deviceKey}`, 'content-type': 'application/senml+json' },
+    body: JSON.stringify([{ bn: `${MARK}:`, n: 'temp', v: 20 }]),
+  });
+  if (published.status !== 202) throw new Error(`publishing the target's message: ${published.status} ${await published.text()}`);
   const readAction = (await ts.service.sql<{ id: string }[]>`select id from actions where name = 'read'`)[0]!.id;
   const csr = opensslCsr(dir, { subject: '/CN=matrix' });
   const secretKeys = new Set(['deviceKey', 'certificateKey', 'memberToken']);
   const markers = [MARK, ...Object.entries(target).filter(([k]) => !secretKeys.has(k) && k !== 'certificatePem').map(([, v]) => v), target.deviceKey, (target.certificateKey as string).split('\n')[1]!];
   return {
     target, attacker,
-    constants: { csr: csr.csrPem, alice: alice.id, alicePassword: alice.password, readAction },
+    constants: {
+      csr: csr.csrPem, csrBase64: csr.csrPem.replace(/-----[^-]+-----|\s/g, ''), alice: alice.id, alicePassword: alice.password, readAction, targetAlias: MARK,
+      targetAliasText: MARK,
+    },
     callers: [
       { name: 'otherAdmin', token: alice.token },
       { name: 'reader', token: target.memberToken },
@@ -153,7 +163,8 @@ export async function buildWorld(ts: TestService, dir: string): Promise<World> {
       { name: 'anonymous', token: undefined },
     ],
     markers,
-    device: { id: target.device as string, key: target.deviceKey },
+    sensor: { id: sensor, key: sensorKey },
+    attackerDevice: { id: attacker.device as string, key: attacker.deviceKey },
     platformAdmin: admin,
   };
 }
