@@ -83,6 +83,8 @@ export interface Service {
   metrics: Metrics | undefined;
   /** Bound ports by listener (port 0 in config resolves to the real one here). */
   ports: Partial<Record<ListenerName, number>>;
+  /** Every HTTP route of the running listeners, as registered (the tenant-isolation matrix enumerates them). */
+  routes(): { listener: ListenerName; method: string; route: string }[];
   stop(): Promise<void>;
 }
 
@@ -450,6 +452,10 @@ export async function startService(env: Record<string, string | undefined>, opti
     let stopping: Promise<void> | undefined;
     const service: Service = {
       config, log, sql, hub, audit, auditRetention, workers, caKeys, pki, graphql, authz, auth, limiter, messaging, customEndpoints, registry, mqtt, grpc, metrics, ports,
+      routes: () => [
+        ...[...servers].flatMap(([listener, { server }]) => server.routeStats.map((r) => ({ listener, method: r.method, route: r.route }))),
+        ...(enrollment?.routes() ?? []).map((r) => ({ listener: 'enrollment' as const, ...r })),
+      ],
       stop() {
         return (stopping ??= (async () => {
           log.info('stopping: no new connections; finishing requests in flight');

@@ -234,6 +234,8 @@ export function createEnrollmentListener(deps: {
     },
     /** Open connections (tests and health). */
     openConnections: () => caps.open,
+    /** The routes it serves (the tenant-isolation matrix enumerates them). */
+    routes: () => routes.list(),
     stopAccepting(): void {
       accepting = false;
       server?.close();

@@ -184,6 +184,8 @@ export function createEnrollmentRoutes(deps: {
   }
 
   return {
+    /** Every route (unlabelled form; each EST operation also answers under /.well-known/est/<label>/). */
+    list: () => Object.entries(routes).map(([path, r]) => ({ method: r.method, route: path })),
     /** The route for a path, or undefined (404). */
     find: (path: string) => routes[path] ?? labelled(path),
     /** Whether a route reads a body (its size is checked before it is read). */
