@@ -113,6 +113,18 @@ export function createRevocation(deps: { sql: Sql; hub: NotifyHub; access: PkiAc
     return entries;
   }
 
+  /** Every active leaf `issuerId` signed, as ca_compromise, a batch at a time (its authority is revoked). */
+  async function revokeLeavesOf(tx: Queryable, issuerId: string, actor: string | null, requestId: string | null): Promise<rq.LedgerEntry[]> {
+    const entries: rq.LedgerEntry[] = [];
+    const meta = { requestId, via: 'authority.revoke', details: { scope: 'authority', authority_id: issuerId } };
+    for (let after = ZERO_UUID; ;) {
+      const rows = await rq.lockActiveOfIssuer(tx, issuerId, after, 1000);
+      entries.push(...(await revokeRows(tx, rows, 'ca_compromise', actor, meta)));
+      if (rows.length < 1000) return entries;
+      after = (rows[rows.length - 1] as rq.RevocableRow).id;
+    }
+  }
+
   async function find(input: RevokeInput): Promise<cq.CertificateRow> {
     const given = [input.credentialId, input.fingerprintSha256, input.issuerId ?? input.serialNumber].filter((x) => x !== undefined && x !== null);
     if (given.length !== 1) throw invalidInput('give exactly one of credentialId, fingerprintSha256, or issuerId with serialNumber');
@@ -285,15 +297,11 @@ export function createRevocation(deps: { sql: Sql; hub: NotifyHub; access: PkiAc
       await rq.insertLedger(tx, [own]);
       await hub.notify(REVOKED_TOPIC, revokedPayload([own]), tx);
       deps.published?.pending([own.issuerId]);
-      const entries = [own];
-      const meta = { requestId, via: 'authority.revoke', details: { scope: 'authority', authority_id: authority.id } };
-      for (let after = ZERO_UUID; ;) {
-        const rows = await rq.lockActiveOfIssuer(tx, authority.id, after, 1000);
-        entries.push(...(await revokeRows(tx, rows, 'ca_compromise', actor, meta)));
-        if (rows.length < 1000) return entries;
-        after = (rows[rows.length - 1] as rq.RevocableRow).id;
-      }
+      return [own, ...(await revokeLeavesOf(tx, authority.id, actor, requestId))];
     },
+
+    /** Every active leaf of a revoked authority (inside a transaction; `committed` after): also what a replay sweeps. */
+    revokeLeavesOf,
 
     /** After a transaction that revoked inside it committed: publication caches serve again, resolution caches forget. */
     committed,

@@ -151,8 +151,14 @@ t.test('chain revocation', async (t) => {
     t.match(ocsp, /tenant-ca\.pem: revoked/);
     t.match(ocsp, /Reason: cACompromise/);
 
+    // A leaf an issuance that read the authority before the revocation committed after it (stood in for by its row).
+    const [raced] = await sql<{ id: string }[]>`
+      insert into credentials (entity_id, kind, identifier, issuer_id, expires_at) values (${leafA.device}, 'certificate', '7acef00d', ${caA}, now() + interval '1 day')
+      returning id`;
     const again = (await ok(ts, admin, REVOKE_AUTHORITY, { id: caA, reason: 'superseded' })).revokeAuthority;
     t.match(again, { revokedAt: revoked.revokedAt, revocationReason: 'ca_compromise' }, 'a second revocation answers the first');
+    const [swept] = await sql`select status, revocation_reason from credentials where id = ${raced!.id}`;
+    t.match(swept, { status: 'revoked', revocation_reason: 'ca_compromise' }, 'and revokes a leaf that raced the first');
   });
 
   await t.test('another tenant is untouched', async (t) => {
