@@ -28,6 +28,19 @@ if (!env.DATABASE_URL) {
   env.DATABASE_URL = embedded.url;
 }
 
+// Migrated databases are copied from templates (test/helpers/database.ts), one per migration set: a run
+// starts by dropping those of earlier runs, so they do not pile up across migration changes.
+{
+  const { default: postgres } = await import('postgres');
+  const admin = postgres(env.DATABASE_URL, { max: 1, onnotice: () => undefined });
+  try {
+    const old = await admin`select datname from pg_database where datname like 'svc\\_template\\_%'`;
+    for (const { datname } of old) await admin.unsafe(`drop database if exists "${datname}"`).catch(() => undefined);
+  } finally {
+    await admin.end();
+  }
+}
+
 const child = spawn(command, args, { stdio: 'inherit', env });
 for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => child.kill(signal));
 const code = await new Promise((resolve) => child.on('exit', (c, s) => resolve(c ?? (s ? 1 : 0))));

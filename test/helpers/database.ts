@@ -54,17 +54,10 @@ async function migratedTemplate(admin: postgres.Sql): Promise<string> {
     }
     // The rename makes it visible whole: a template is never seen half migrated.
     await admin.unsafe(`alter database ${building} rename to ${name}`);
-    await dropStaleTemplates(admin, name);
     return name;
   } finally {
     await admin`select pg_advisory_unlock(${TEMPLATE_LOCK})`;
   }
-}
-
-/** Templates of older migration sets, and builds a killed run left behind (best effort: one in use stays). */
-async function dropStaleTemplates(admin: postgres.Sql, current: string): Promise<void> {
-  const stale = await admin<{ datname: string }[]>`select datname from pg_database where datname like 'svc\_template\_%' and datname <> ${current}`;
-  for (const { datname } of stale) await admin.unsafe(`drop database if exists ${datname}`).catch(() => undefined);
 }
 
 /** A new database: migrated (copied from the template) unless `empty` is asked for. */
@@ -75,9 +68,15 @@ export async function createTestDatabase(options: { empty?: boolean } = {}): Pro
     if (options.empty) {
       await admin.unsafe(`create database ${name}`);
     } else {
-      templateName ??= migratedTemplate(admin);
-      const template = await templateName;
-      await admin.unsafe(`create database ${name} template ${template}`);
+      try {
+        templateName ??= migratedTemplate(admin);
+        await admin.unsafe(`create database ${name} template ${await templateName}`);
+      } catch (err) {
+        // The template went away (test/run.mjs drops old ones at the start of a run): build it again, once.
+        if ((err as { code?: string }).code !== '3D000') throw err;
+        templateName = migratedTemplate(admin);
+        await admin.unsafe(`create database ${name} template ${await templateName}`);
+      }
     }
   } finally {
     await admin.end();
