@@ -30,6 +30,16 @@ export function pageOf(args: { limit?: number | null; offset?: number | null }, 
   };
 }
 
+/**
+ * Whether the grants restrict a listing further than its tenant filter does: not when the one tenant
+ * asked for is wholly readable (its rows are then all readable, and the extra condition only costs the
+ * planner and every row a check).
+ */
+export function restrictsBeyondTenant(readableTenantIds: string[] | null, tenantId: string | null | undefined): readableTenantIds is string[] {
+  if (readableTenantIds === null) return false;
+  return !(typeof tenantId === 'string' && readableTenantIds.includes(tenantId));
+}
+
 type Fragment = postgres.PendingQuery<postgres.Row[]> | postgres.Fragment;
 
 /**

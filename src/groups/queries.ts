@@ -1,7 +1,7 @@
 // SQL of groups: rows, listings, the object-group hierarchy and the tenant state writes depend on.
 import type postgres from 'postgres';
 import type { Queryable } from '../db/client.js';
-import { selectRows, type ListResult, type Page } from '../db/paging.js';
+import { restrictsBeyondTenant, selectRows, type ListResult, type Page } from '../db/paging.js';
 import type { DeletedFilter } from '../validate.js';
 
 export interface GroupRow {
@@ -155,7 +155,7 @@ export async function listGroups(sql: Queryable, f: GroupFilter, page: Page): Pr
   if (f.deleted === 'live') conds.push(sql`g.deleted_at is null`);
   if (f.deleted === 'deleted') conds.push(sql`g.deleted_at is not null`);
   if (f.tenantId !== undefined) conds.push(f.tenantId === null ? sql`g.tenant_id is null` : sql`g.tenant_id = ${f.tenantId}`);
-  if (f.readableTenantIds !== null) conds.push(sql`g.tenant_id = any(${f.readableTenantIds}::uuid[])`);
+  if (restrictsBeyondTenant(f.readableTenantIds, f.tenantId)) conds.push(sql`g.tenant_id = any(${f.readableTenantIds}::uuid[])`);
   if (f.groupType) conds.push(sql`g.group_type = ${f.groupType}`);
   if (f.status) conds.push(sql`g.status = ${f.status}`);
   if (f.parentId) conds.push(sql`g.parent_id = ${f.parentId}`);

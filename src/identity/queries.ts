@@ -2,7 +2,7 @@
 import type postgres from 'postgres';
 import type { Queryable } from '../db/client.js';
 import { descendantGroups } from '../access/queries.js';
-import { selectRows, type ListResult, type Page } from '../db/paging.js';
+import { restrictsBeyondTenant, selectRows, type ListResult, type Page } from '../db/paging.js';
 import type { DeletedFilter } from '../validate.js';
 
 export interface EntityRow {
@@ -146,7 +146,7 @@ export async function listEntities(sql: Queryable, f: EntityFilter, page: Page, 
   if (f.deleted === 'live') conds.push(sql`e.deleted_at is null`);
   if (f.deleted === 'deleted') conds.push(sql`e.deleted_at is not null`);
   if (f.tenantId !== undefined) conds.push(f.tenantId === null ? sql`e.tenant_id is null` : sql`e.tenant_id = ${f.tenantId}`);
-  if (f.readableTenantIds !== null) {
+  if (restrictsBeyondTenant(f.readableTenantIds, f.tenantId)) {
     conds.push(f.readableIds?.length
       ? sql`(e.tenant_id = any(${f.readableTenantIds}::uuid[]) or e.id = any(${f.readableIds}::uuid[]))`
       : sql`e.tenant_id = any(${f.readableTenantIds}::uuid[])`);

@@ -1,7 +1,7 @@
 // SQL of resources (channels and other protected application objects) and their object-group containment.
 import type postgres from 'postgres';
 import type { Queryable } from '../db/client.js';
-import { selectRows, type ListResult, type Page } from '../db/paging.js';
+import { restrictsBeyondTenant, selectRows, type ListResult, type Page } from '../db/paging.js';
 import { descendantGroups } from '../access/queries.js';
 import type { DeletedFilter } from '../validate.js';
 
@@ -118,7 +118,7 @@ function whereOf(sql: Queryable, f: Omit<ResourceFilter, 'order' | 'dir'>) {
   if (f.deleted === 'live') conds.push(sql`r.deleted_at is null`);
   if (f.deleted === 'deleted') conds.push(sql`r.deleted_at is not null`);
   if (f.tenantId !== undefined) conds.push(f.tenantId === null ? sql`r.tenant_id is null` : sql`r.tenant_id = ${f.tenantId}`);
-  if (f.readableTenantIds !== null) conds.push(sql`r.tenant_id = any(${f.readableTenantIds}::uuid[])`);
+  if (restrictsBeyondTenant(f.readableTenantIds, f.tenantId)) conds.push(sql`r.tenant_id = any(${f.readableTenantIds}::uuid[])`);
   if (f.kind) conds.push(sql`r.kind = ${f.kind}`);
   if (f.attributesContains) conds.push(sql`r.attributes @> ${sql.json(f.attributesContains as postgres.JSONValue)}`);
   if (f.q) {
