@@ -1,4 +1,4 @@
-// Scenario: CRL generation with 100,000 revoked entries, the service's path (src/pki/crl.ts: ledger
+// Scenario: CRL generation with 100,000 revoked entries, the service's path (src/pki/publication/crl.ts: ledger
 // position check, per-issuer lock, the stored entries concatenated by PostgreSQL, TBS envelope, one
 // signature in a worker with an encrypted_database key, the signed DER stored) against `openssl ca
 // -gencrl` over an index.txt of the same 100,000 serials, reasons and times, same issuer key (P-256).
@@ -33,8 +33,8 @@ export default {
   server: 'none',
   async run(ctx) {
     const [{ loadConfig }, { createLogger }, { createWorkerPool }, { caKeysWorkerData, createCaKeys }, { migrate }, der, info, { createCrls }, { createPublicationCoherence }, { migrationsDir }] = await Promise.all([
-      dist('config.js'), dist('log.js'), dist('worker-pool.js'), dist('pki/keys/index.js'), dist('db/migrate.js'), dist('pki/der.js'),
-      dist('pki/certificate-info.js'), dist('pki/crl.js'), dist('pki/publication-coherence.js'), dist('paths.js'),
+      dist('config.js'), dist('log.js'), dist('worker-pool.js'), dist('pki/keys/index.js'), dist('db/migrate.js'), dist('pki/x509/der.js'),
+      dist('pki/issuance/certificate-info.js'), dist('pki/publication/crl.js'), dist('pki/publication/publication-coherence.js'), dist('paths.js'),
     ]);
     const dir = mkdtempSync(join(tmpdir(), 'bench-crl-'));
     const f = (n) => join(dir, n);

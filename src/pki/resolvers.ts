@@ -3,17 +3,17 @@
 import { iso } from '../graphql/mapping.js';
 import { authed, type Args } from '../graphql/resolve.js';
 import { readSdl, type GraphqlModule } from '../graphql/schema.js';
-import type { Authorities } from './authorities.js';
-import type { AuthorityRevocation } from './authority-revocation.js';
-import type { AuthorityRow } from './authority-queries.js';
-import type { CertificateRow } from './certificate-queries.js';
-import { statusOf, type CertificateReads } from './certificates.js';
-import { derToPem } from './der.js';
-import type { Issuance, IssuedCertificate } from './issuance.js';
-import type { PublicationUrls } from './extensions.js';
-import { fromKeyAlgorithm, type ProfileRow, type Profiles } from './profiles.js';
-import { PUBLISHING_KINDS, type PublicationBase } from './publication-base.js';
-import type { Revocation, RevocationService } from './revocation.js';
+import type { Authorities } from './authorities/authorities.js';
+import type { AuthorityRevocation } from './authorities/authority-revocation.js';
+import type { AuthorityRow } from './authorities/authority-queries.js';
+import type { CertificateRow } from './issuance/certificate-queries.js';
+import { statusOf, type CertificateReads } from './issuance/certificates.js';
+import { derToPem } from './x509/der.js';
+import type { Issuance, IssuedCertificate } from './issuance/issuance.js';
+import type { PublicationUrls } from './issuance/extensions.js';
+import { fromKeyAlgorithm, type ProfileRow, type Profiles } from './profiles/profiles.js';
+import { PUBLISHING_KINDS, type PublicationBase } from './publication/publication-base.js';
+import type { Revocation, RevocationService } from './revocation/revocation.js';
 
 export function toCertificate(r: CertificateRow) {
   const m = r.metadata;

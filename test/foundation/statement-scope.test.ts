@@ -4,7 +4,7 @@ import postgres from 'postgres';
 import t, { type Test } from 'tap';
 import type { Sql } from '../../src/db/client.js';
 import { currentScope, runInScope, scopedPool, StatementScope } from '../../src/db/statement-scope.js';
-import { createBatcher } from '../../src/pki/batcher.js';
+import { createBatcher } from '../../src/pki/issuance/batcher.js';
 import { createTestDatabase } from '../helpers/database.js';
 import { sleep, waitUntil } from '../helpers/wait.js';
 

@@ -7,7 +7,7 @@ import t from 'tap';
 import type { Principal } from '../../src/auth/index.js';
 import type { NotifyHandler, NotifyHub } from '../../src/db/notify-hub.js';
 import { REVOKED_TOPIC, type RevokedNotice, type ResolvedCertificate } from '../../src/pki/index.js';
-import { createCertificateResolution } from '../../src/pki/resolution.js';
+import { createCertificateResolution } from '../../src/pki/resolution/resolution.js';
 
 const TENANT = '11111111-1111-4111-8111-111111111111';
 const caller = { entityId: '22222222-2222-4222-8222-222222222222', tenantId: null, homeTenantId: TENANT, scoped: false } as unknown as Principal;

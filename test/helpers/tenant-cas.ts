@@ -6,11 +6,11 @@
 import { createHash, createPrivateKey, randomUUID, sign } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { Sql } from '../../src/db/client.js';
-import { readCertificate } from '../../src/pki/certificate-info.js';
-import { certificateDer, randomSerial, signatureAlgorithmDer, tbsCertificateDer } from '../../src/pki/der.js';
-import { authorityKeyIdentifier, caBasicConstraints, caKeyUsage, subjectKeyIdentifier } from '../../src/pki/extensions.js';
+import { readCertificate } from '../../src/pki/issuance/certificate-info.js';
+import { certificateDer, randomSerial, signatureAlgorithmDer, tbsCertificateDer } from '../../src/pki/x509/der.js';
+import { authorityKeyIdentifier, caBasicConstraints, caKeyUsage, subjectKeyIdentifier } from '../../src/pki/issuance/extensions.js';
 import type { AuthorityRow } from '../../src/pki/index.js';
-import { Name } from '../../src/pki/x509.js';
+import { Name } from '../../src/pki/x509/x509.js';
 import type { CaFiles } from './pki.js';
 
 export interface BulkAuthorities {

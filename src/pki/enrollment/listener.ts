@@ -18,7 +18,7 @@ import { AppError, isAppError, payloadTooLarge, rateLimited } from '../../errors
 import type { RateLimiter } from '../../http/rate-limit.js';
 import type { Logger } from '../../log.js';
 import type { ClientCertificates, Pki } from '../index.js';
-import { CHANGED_TOPIC } from '../registry.js';
+import { CHANGED_TOPIC } from '../authorities/registry.js';
 import { createConnectionCaps, createEnrollmentRates } from './limits.js';
 import { createEnrollmentRoutes, type EnrollReply, type EnrollRequest } from './routes.js';
 import type { PeerCertificate } from './subjects.js';

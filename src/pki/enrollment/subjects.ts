@@ -3,8 +3,8 @@
 // (/pki/reenroll, EST simplereenroll), mapped to its exact credential. Every refusal names what was wrong.
 import type { Auth } from '../../auth/index.js';
 import { AppError, forbidden, invalidInput, isAppError, unauthenticated } from '../../errors.js';
-import type { ResolvedCertificate } from '../certificates.js';
-import type { ClientCertificates } from '../client-certificates.js';
+import type { ResolvedCertificate } from '../issuance/certificates.js';
+import type { ClientCertificates } from '../resolution/client-certificates.js';
 
 /** The client certificate as the handshake left it, with OpenSSL's verdict against the listener's roots and why. */
 export interface PeerCertificate {

@@ -1,6 +1,6 @@
 // Generated hostile input (fast-check, FUZZ_SEED replays) for the certificate authority's parsers. CSRs are
 // built and SIGNED here, so they get past proof of possession to the parts a byte-flip fuzzer never reaches
-// (test/pki/csr-fuzz.test.ts mutates whole requests): subjects of random RDNs (multi-valued, every string
+// (test/pki/issuance/csr-fuzz.test.ts mutates whole requests): subjects of random RDNs (multi-valued, every string
 // tag, odd-length BMP and Universal strings, bad OIDs, values that are no string) and extensionRequests
 // asking for every GeneralName type with random contents. OCSP requests: openssl's mutated, read by ours
 // and by pkijs (ours may never accept what pkijs refuses, nor read it differently). Then a smaller number
@@ -12,8 +12,8 @@ import * as asn1js from 'asn1js';
 import fc from 'fast-check';
 import * as pkijs from 'pkijs';
 import t from 'tap';
-import { readCsrDer, type CsrRequest } from '../../../src/pki/csr.js';
-import { parseOcspRequest, parseOcspRequestPkijs } from '../../../src/pki/ocsp-der.js';
+import { readCsrDer, type CsrRequest } from '../../../src/pki/issuance/csr.js';
+import { parseOcspRequest, parseOcspRequestPkijs } from '../../../src/pki/publication/ocsp-der.js';
 import { AUTH_ENV, adminToken } from '../../helpers/auth.js';
 import { createEntity, createTenant } from '../../helpers/management.js';
 import { ISSUE_CSR, makeCaFiles } from '../../helpers/pki.js';

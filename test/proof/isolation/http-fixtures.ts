@@ -73,18 +73,18 @@ export const HTTP: Record<string, HttpRow> = {
   // ---- enrollment (TLS): the subject always comes from the credential; ids in the body must not steer it
   'enrollment POST /pki/enroll': {
     tls: true, body: { csr_pem: '#csr', idempotency_key: 'matrix-enroll', entity_id: '$device', tenant_id: '$tenant' },
-    skip: { device: 'the device caller enrolling itself is the route\'s purpose (test/pki/enrollment.test.ts)' },
+    skip: { device: 'the device caller enrolling itself is the route\'s purpose (test/pki/enrollment/enrollment.test.ts)' },
   },
   'enrollment POST /pki/reenroll': { tls: true, body: { csr_pem: '#csr', idempotency_key: 'matrix-reenroll', credential_id: '$certificate' } },
   'enrollment GET /.well-known/est/cacerts': { tls: true, public: 'EST CA certificates (RFC 7030: public)' },
   'enrollment GET /.well-known/est/csrattrs': { tls: true, public: 'EST CSR attributes (RFC 7030: public)' },
   'enrollment POST /.well-known/est/simpleenroll': {
     tls: true, path: '/.well-known/est/#targetAlias/simpleenroll', body: '#csrBase64', contentType: 'application/pkcs10', device: true,
-    skip: { device: 'the device caller enrolling itself under its own tenant\'s label is the route\'s purpose (test/pki/enrollment-est.test.ts)' },
+    skip: { device: 'the device caller enrolling itself under its own tenant\'s label is the route\'s purpose (test/pki/enrollment/enrollment-est.test.ts)' },
   },
   'enrollment POST /.well-known/est/simplereenroll': { tls: true, path: '/.well-known/est/#targetAlias/simplereenroll', body: '#csrBase64', contentType: 'application/pkcs10', device: true },
   'enrollment POST /.well-known/est/serverkeygen': {
     tls: true, path: '/.well-known/est/#targetAlias/serverkeygen', body: '#csrBase64', contentType: 'application/pkcs10', device: true,
-    skip: { device: 'the device caller enrolling itself under its own tenant\'s label is the route\'s purpose (test/pki/enrollment-est.test.ts)' },
+    skip: { device: 'the device caller enrolling itself under its own tenant\'s label is the route\'s purpose (test/pki/enrollment/enrollment-est.test.ts)' },
   },
 };
