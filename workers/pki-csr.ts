@@ -1,7 +1,7 @@
 // The CA's CSR task: reading and verifying a batch of CSRs (structure, proof of possession, key type,
 // requested names) off the main thread, where it is the largest part of an issuance. Plain data in and
 // out: each item answers its request or the client-facing reason it was refused.
-import { readCsrDer, type CsrRequest } from '../src/pki/csr.js';
+import { readCsrDer, type CsrRequest } from '../src/pki/issuance/csr.js';
 
 export type CsrItemResult = { ok: true; csr: CsrRequest } | { ok: false; kind: string; message: string };
 
