@@ -23,7 +23,7 @@ t.test('events are written in batches with their fields', async (t) => {
 });
 
 t.test('a failing audit write never throws into or delays the caller', async (t) => {
-  const db = await createTestDatabase();
+  const db = await createTestDatabase({ empty: true });
   const sql = postgres(db.url, { max: 1, onnotice: () => undefined });
   t.teardown(async () => {
     await sql.end();
