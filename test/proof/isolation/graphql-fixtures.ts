@@ -105,6 +105,7 @@ export const GRAPHQL: Record<string, GraphqlRow> = {
   provisionTenantAuthorityAutomatically: { args: { tenantId: '$tenant' } },
   beginAuthorityRetirement: { args: { authorityId: '$authority' } },
   completeAuthorityRetirement: { args: { authorityId: '$authority' } },
+  revokeAuthority: { args: { authorityId: '$authority', reason: 'ca_compromise' } },
   transitionRetirement: { args: { authorityId: '$authority' } },
   setAuthorityDefaultProfile: { args: { authorityId: '$authority', profileId: '$certificateProfile' } },
   createCertificateProfile: { args: { input: { tenantId: '$tenant', name: 'matrix-new' } } },
