@@ -8,7 +8,7 @@
 // refused attempt may add is a record of it: a `deny` entry in the target's audit log (a login into the
 // target, for one), a `denied` call in its custom endpoint's execution log; its administrators see who tried. An operation or
 // route without a fixture row fails the test, so the matrix grows with the service.
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { AUTH_ENV } from '../../helpers/auth.js';
 import { enrollmentEnv } from '../../helpers/enrollment.js';
 import { makeCaFiles } from '../../helpers/pki.js';
@@ -17,6 +17,8 @@ import { coverage, liveSchema, operationsOf, probeOperation, type Operation } fr
 import { GRAPHQL } from './graphql-fixtures.js';
 import { HTTP } from './http-fixtures.js';
 import { GRPC, grpcMethods, httpsAgent, probeMethod, probeRoute, routeCoverage, routeKey, servedRoutes } from './surfaces.js';
+import { KNOWN_ORACLES } from './known-oracles.js';
+import { oraclesOf } from './judge.js';
 import { changedTables, snapshot, tablesWithoutLine } from './snapshot.js';
 import { buildWorld } from './world.js';
 
@@ -58,6 +60,23 @@ async function unchanged(): Promise<string[]> {
   return changed;
 }
 
+/**
+ * The existence-oracle verdict of one row: every refused caller's answer for the target's real object and for
+ * a never-existing one must match; the callers that can still tell them apart must be exactly the row's
+ * entry in known-oracles.ts (a new oracle fails, and so does an entry that no longer leaks: the list only
+ * shrinks). The rest of the findings are returned.
+ */
+const oracleFindings: Record<string, string[]> = {};
+function judgeOracles(t: Test, key: string, problems: string[]): string[] {
+  const { callers, rest, examples } = oraclesOf(problems);
+  if (callers.length) oracleFindings[key] = callers;
+  const known = [...(KNOWN_ORACLES[key] ?? [])].sort();
+  if (JSON.stringify(callers) !== JSON.stringify(known)) {
+    t.same(callers, known, `${key}: callers that tell an existing object from a missing one (known-oracles.ts)`, { examples });
+  }
+  return rest;
+}
+
 t.test('every table of the schema is accounted for in the snapshot', async (t) => {
   t.same(missingTables, [], 'a new table needs a line in snapshot.ts (the target\'s rows, or why it holds none)');
 });
@@ -84,7 +103,7 @@ t.test('GraphQL: refused for every caller, nothing returned, counted or changed'
     const result = await probeOperation(ts, world, op);
     calls += result.calls;
     const changed = await unchanged();
-    t.same([...result.problems, ...changed.map((c) => `changed: ${c}`)], [], `${op.root} ${op.field.name} (${result.calls} calls)`);
+    t.same([...judgeOracles(t, `graphql ${op.field.name}`, result.problems), ...changed.map((c) => `changed: ${c}`)], [], `${op.root} ${op.field.name} (${result.calls} calls)`);
   }
   t.comment(`${probed.length} operations, ${calls} calls in ${Date.now() - t0} ms`);
 });
@@ -107,7 +126,7 @@ t.test('HTTP: refused for every caller, nothing returned, counted or changed', a
     const result = await probeRoute(ts, world, route, tls);
     calls += result.calls;
     const changed = await unchanged();
-    t.same([...result.problems, ...changed.map((c) => `changed: ${c}`)], [], `${routeKey(route)} (${result.calls} calls)`);
+    t.same([...judgeOracles(t, routeKey(route), result.problems), ...changed.map((c) => `changed: ${c}`)], [], `${routeKey(route)} (${result.calls} calls)`);
   }
   t.comment(`${routes.length} routes, ${calls} calls in ${Date.now() - t0} ms`);
 });
@@ -119,8 +138,14 @@ t.test('gRPC: every method of the proto has a row; refused for every caller, not
   for (const method of methods.filter((m) => GRPC[m])) {
     const result = await probeMethod(ts, world, method);
     const changed = await unchanged();
-    t.same([...result.problems, ...changed.map((c) => `changed: ${c}`)], [], `${method} (${result.calls} calls)`);
+    t.same([...judgeOracles(t, `grpc ${method}`, result.problems), ...changed.map((c) => `changed: ${c}`)], [], `${method} (${result.calls} calls)`);
   }
+});
+
+t.test('existence oracles: the known list names only rows that still leak', async (t) => {
+  const stale = Object.keys(KNOWN_ORACLES).filter((k) => !oracleFindings[k]);
+  t.same(stale, [], 'rows of known-oracles.ts that no longer tell an existing object from a missing one: remove them');
+  if (process.env.MATRIX_PRINT_ORACLES) t.comment(JSON.stringify(oracleFindings, null, 1));
 });
 
 t.test('the whole matrix stays within its budget', async (t) => {
