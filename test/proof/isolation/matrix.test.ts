@@ -18,6 +18,7 @@ import { GRAPHQL } from './graphql-fixtures.js';
 import { HTTP } from './http-fixtures.js';
 import { GRPC, grpcMethods, httpsAgent, probeMethod, probeRoute, routeCoverage, routeKey, servedRoutes } from './surfaces.js';
 import { KNOWN_ORACLES } from './known-oracles.js';
+import { probeTopics } from './messaging-topics.js';
 import { oraclesOf } from './judge.js';
 import { changedTables, snapshot, tablesWithoutLine } from './snapshot.js';
 import { buildWorld } from './world.js';
@@ -30,6 +31,8 @@ const { env, serverCert } = await enrollmentEnv(ca, { SVC_PKI_GENERATED_KEY_ISSU
 const ts = await startTestService(t, {
   ...AUTH_ENV, ...env,
   SVC_GRPC_ADDR: '127.0.0.1:0',
+  SVC_MQTT_ADDR: '127.0.0.1:0',
+  SVC_COAP_ADDR: '127.0.0.1:0',
   SVC_GRAPHQL_INTROSPECTION_ENABLED: 'true',
   SVC_KEY_ENCRYPTION_KEY: Buffer.alloc(32, 9).toString('base64'),
 });
@@ -140,6 +143,18 @@ t.test('gRPC: every method of the proto has a row; refused for every caller, not
     const changed = await unchanged();
     t.same([...judgeOracles(t, `grpc ${method}`, result.problems), ...changed.map((c) => `changed: ${c}`)], [], `${method} (${result.calls} calls)`);
   }
+});
+
+t.test('MQTT and CoAP: the other tenant\'s device cannot publish to, subscribe to or observe the target\'s channels', async (t) => {
+  const t0 = Date.now();
+  const result = await probeTopics(ts, world, async () => {
+    t.same((await unchanged()).map((c) => `changed: ${c}`), [], 'nothing of the target stored or changed by the attempts');
+  });
+  t.same(result.problems, [], `${result.targets} target channels, ${result.calls} attempts and controls`);
+  // The controls published one message of the target's own: the next comparison starts after it.
+  await unchanged();
+  t.ok(result.targets >= 2, 'the target has channels to aim at');
+  t.comment(`${result.calls} MQTT and CoAP calls in ${Date.now() - t0} ms`);
 });
 
 t.test('existence oracles: the known list names only rows that still leak', async (t) => {
