@@ -103,8 +103,11 @@ export async function probeOperation(ts: TestService, world: World, op: Operatio
         if (twin) twins++;
         calls.push(gql(ts.url(), doc, variables, caller.token).then(async (res) => {
           const where = `${caller.name} ${variant.label}`;
-          const twinProblems = twin
-            ? oracle(where, comparable(res, variant.twin!.swapped), comparable(await twin, variant.twin!.swapped)) : [];
+          const other = twin ? await twin : undefined;
+          const twinProblems = other
+            ? [...oracle(where, comparable(res, variant.twin!.swapped), comparable(other, variant.twin!.swapped)),
+              ...(other.body.errors ?? []).filter((e) => !REFUSALS.has(e.extensions?.code)).map((e) => `${where}, never-existing twin: error ${e.extensions?.code} '${e.message}'`)]
+            : [];
           const problems: string[] = [];
           if (res.status !== 200) problems.push(`${where}: HTTP ${res.status}`);
           const errors = res.body.errors ?? [];

@@ -86,7 +86,9 @@ export async function probeRoute(ts: TestService, world: World, route: Route, tl
         const problems: string[] = [];
         if (twin) {
           const shown = (r: typeof res) => comparable({ status: r.status, type: r.type, body: parsedOrText(r.text) }, variant.twin!.swapped);
-          problems.push(...oracle(where, shown(res), shown(await twin)));
+          const other = await twin;
+          if (other.status >= 500) problems.push(`${where}, never-existing twin: HTTP ${other.status} ${other.text.slice(0, 160)}`);
+          problems.push(...oracle(where, shown(res), shown(other)));
         }
         if (res.status >= 500) problems.push(`${where}: HTTP ${res.status} ${text.slice(0, 160)}`);
         if (row.public) return problems;
@@ -174,7 +176,9 @@ export async function probeMethod(ts: TestService, world: World, method: string)
           if (twin) {
             const shown = (a: { err?: { code: number; details: string } | null; res?: unknown }) =>
               comparable({ code: a.err?.code, details: a.err?.details, res: a.res }, variant.twin!.swapped);
-            problems.push(...oracle(where, shown({ err, res }), shown(await twin)));
+            const other = await twin;
+            if (other.err && !GRPC_REFUSALS.has(other.err.code)) problems.push(`${where}, never-existing twin: status ${other.err.code} ${other.err.details}`);
+            problems.push(...oracle(where, shown({ err, res }), shown(other)));
           }
           const leaks = leaksIn(JSON.stringify({ res, message: err?.details }), JSON.stringify(variant.value), world);
           if (err) {
