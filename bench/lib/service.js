@@ -77,7 +77,7 @@ export async function stopAllServices() {
   await Promise.allSettled([...running].map((stop) => stop()));
 }
 
-async function createDatabase() {
+export async function createDatabase() {
   const name = `bench_${randomBytes(6).toString('hex')}`;
   const sql = postgres(ADMIN_DATABASE_URL, { max: 1, onnotice: () => {} });
   try {
@@ -91,7 +91,7 @@ async function createDatabase() {
 }
 
 /** @param {string} name */
-async function dropDatabase(name) {
+export async function dropDatabase(name) {
   const sql = postgres(ADMIN_DATABASE_URL, { max: 1, onnotice: () => {} });
   try {
     // FORCE: a pool connection the service failed to close must not leave the database behind.
