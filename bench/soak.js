@@ -6,7 +6,7 @@
 // backends, from /proc as lib/cpu.js reads it). At the end every acknowledged message (by sequence number)
 // and certificate (by credential id, EST by serial) is looked up in the database, and the last slice's CPU
 // per operation is judged against the first's (within 10%). Prints a table and writes results/soak.json.
-//   node bench/soak.js [--minutes 30] [--slice 5]
+//   node bench/soak.js [--minutes 30] [--slice 5] [--warmup 60]
 import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
@@ -27,6 +27,8 @@ const arg = (/** @type {string} */ name, /** @type {number} */ fallback) => {
 };
 const MINUTES = arg('minutes', 30);
 const SLICE_MINUTES = arg('slice', 5);
+/** The same load before slice 0, reported apart and not judged: JIT, caches and pools settle in it. */
+const WARMUP_SECONDS = arg('warmup', 60);
 const KILL_EVERY_MS = 60_000;
 const MAX_IN_FLIGHT = 64;
 const CPU_TOLERANCE = 0.1;
@@ -104,7 +106,7 @@ async function main() {
   }
   load.end = loadavg();
   const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
-  const out = { scenario: 'soak', commit, node: process.version, startedAt: startedAt.toISOString(), minutes: MINUTES, sliceMinutes: SLICE_MINUTES, rates: RATES, loadAverage: load, ...result };
+  const out = { scenario: 'soak', commit, node: process.version, startedAt: startedAt.toISOString(), minutes: MINUTES, sliceMinutes: SLICE_MINUTES, warmupSeconds: WARMUP_SECONDS, rates: RATES, loadAverage: load, ...result };
   writeFileSync(path.join(resultsDir, 'soak.json'), JSON.stringify(out, null, 2));
   printReport(out);
   const failed = out.stored.missingTotal > 0 || !out.cpuVerdict.met;
@@ -120,7 +122,8 @@ async function soak({ instances, ops, databaseName, killer }) {
   const roots = Object.fromEntries(instances.map((inst, i) => [`instance${i}`, inst.pid]));
   const snap = () => ({ own: takeCpuSnapshot(roots, { postgresBackendsOf: databaseName }), all: takeCpuSnapshot({}, { includePostgres: true }), machineLoad: loadavg()[0] });
   const sliceMs = SLICE_MINUTES * 60_000;
-  const endAt = Date.now() + MINUTES * 60_000;
+  const warmupMs = WARMUP_SECONDS * 1000;
+  const endAt = Date.now() + warmupMs + MINUTES * 60_000;
   const t0 = Date.now();
   const launched = Object.fromEntries(Object.keys(RATES).map((op) => [op, 0]));
   const inFlight = Object.fromEntries(Object.keys(RATES).map((op) => [op, 0]));
@@ -128,7 +131,8 @@ async function soak({ instances, ops, databaseName, killer }) {
   const slices = [];
   /** @type {any[]} */
   const kills = [];
-  let slice = newSlice(0);
+  let slice = newSlice(warmupMs > 0 ? -1 : 0);
+  let generatorUsage = process.cpuUsage();
   let sliceSnap = snap();
   let sliceStart = Date.now();
   const finishSlice = async () => {
@@ -139,6 +143,8 @@ async function soak({ instances, ops, databaseName, killer }) {
     sliceSnap = end;
     sliceStart = Date.now();
     slice = newSlice(ended.index + 1);
+    const generator = process.cpuUsage(generatorUsage);
+    generatorUsage = process.cpuUsage();
     const cpu = diffCpuSnapshots(begin.own, end.own);
     const pgAll = diffCpuSnapshots(begin.all, end.all).cpuSeconds.postgres ?? 0;
     const done = Object.values(ended.ops).reduce((n, o) => n + o.done, 0);
@@ -155,14 +161,14 @@ async function soak({ instances, ops, databaseName, killer }) {
       }])),
       completed: done,
       cpu: {
-        instancesSeconds: instanceCpu, ownPostgresSeconds: ownPg, allPostgresSeconds: pgAll, otherSeconds: cpu.otherCpuSeconds,
+        instancesSeconds: instanceCpu, ownPostgresSeconds: ownPg, allPostgresSeconds: pgAll, otherSeconds: cpu.otherCpuSeconds, loadGeneratorSeconds: (generator.user + generator.system) / 1e6,
         perOperationUs: ((instanceCpu + ownPg) / Math.max(1, done)) * 1e6, instancesPerOperationUs: (instanceCpu / Math.max(1, done)) * 1e6,
         withAllPostgresPerOperationUs: ((instanceCpu + pgAll) / Math.max(1, done)) * 1e6,
       },
       memory,
     };
     slices.push(row);
-    log(`slice ${row.index}: ${done} ops, ${Object.values(row.operations).reduce((n, o) => n + o.errors, 0)} errors, ${row.cpu.perOperationUs.toFixed(0)} µs CPU/op, `
+    log(`${row.index < 0 ? 'warm-up' : `slice ${row.index}`}: ${done} ops, ${Object.values(row.operations).reduce((n, o) => n + o.errors, 0)} errors, ${row.cpu.perOperationUs.toFixed(0)} µs CPU/op, `
       + `RSS ${memory.map((m) => `${((m.rssBytes ?? 0) / 2 ** 20).toFixed(0)}`).join('/')} MiB, heap ${memory.map((m) => `${((m.heapUsedBytes ?? 0) / 2 ** 20).toFixed(0)}`).join('/')} MiB, load ${end.machineLoad.toFixed(1)}`);
   };
 
@@ -221,14 +227,15 @@ async function soak({ instances, ops, databaseName, killer }) {
           } else launch(op, seq);
         }
       }
-      if (now - sliceStart >= sliceMs) finishSlice().catch((err) => log(`slice failed: ${err.message}`));
+      if (now - sliceStart >= (slice.index < 0 ? warmupMs : sliceMs)) finishSlice().catch((err) => log(`slice failed: ${err.message}`));
     }, 20);
   });
   clearInterval(killTimer);
   // What was sent in the last slice is awaited (bounded by the requests' own deadlines) and counted in it.
   await Promise.allSettled([...running]);
   if (slice.ops && Object.values(slice.ops).some((o) => o.done + o.errors > 0)) await finishSlice();
-  return { slices, kills, launched, cpuVerdict: judgeCpu(slices), memoryTrend: memoryTrend(slices) };
+  const measured = slices.filter((s) => s.index >= 0);
+  return { warmup: slices.find((s) => s.index < 0) ?? null, slices: measured, kills, launched, cpuVerdict: judgeCpu(measured), memoryTrend: memoryTrend(measured) };
 }
 
 /** The last full slice's CPU per operation against the first's. */
@@ -308,6 +315,7 @@ function printReport(/** @type {any} */ out) {
   line('CPU µs/op (+own pg)', (s) => s.cpu.perOperationUs.toFixed(0));
   line('CPU µs/op instances', (s) => s.cpu.instancesPerOperationUs.toFixed(0));
   line('CPU µs/op (+all pg)', (s) => s.cpu.withAllPostgresPerOperationUs.toFixed(0));
+  line('load generator CPU s', (s) => s.cpu.loadGeneratorSeconds.toFixed(0));
   line('other CPU s', (s) => s.cpu.otherSeconds.toFixed(0));
   line('load avg 1m', (s) => s.loadAverage1m.toFixed(1));
   for (let i = 0; i < (out.slices[0]?.memory.length ?? 0); i++) {
