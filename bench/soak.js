@@ -6,9 +6,9 @@
 // backends, from /proc as lib/cpu.js reads it). At the end every acknowledged message (by sequence number)
 // and certificate (by credential id, EST by serial) is looked up in the database, and the last slice's CPU
 // per operation is judged against the first's (within 10%). Prints a table and writes results/soak.json.
-//   node bench/soak.js [--minutes 30] [--slice 5] [--warmup 60]
+//   node bench/soak.js [--minutes 30] [--slice 5] [--warmup 60] [--idle 30]
 import { execFileSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, readFileSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import path from 'node:path';
 import hdr from 'hdr-histogram-js';
@@ -29,6 +29,8 @@ const MINUTES = arg('minutes', 30);
 const SLICE_MINUTES = arg('slice', 5);
 /** The same load before slice 0, reported apart and not judged: JIT, caches and pools settle in it. */
 const WARMUP_SECONDS = arg('warmup', 60);
+/** A window without load before the warm-up and after the load: the instances' background CPU (timers, relay, LISTEN), which grows if a periodic job scans what grows. */
+const IDLE_SECONDS = arg('idle', 30);
 const KILL_EVERY_MS = 60_000;
 const MAX_IN_FLIGHT = 64;
 const CPU_TOLERANCE = 0.1;
@@ -63,6 +65,30 @@ async function scrape(/** @type {number} */ port, /** @type {string} */ name) {
   return m ? Number(m[1]) : null;
 }
 
+/** Each instance's whole log goes to results/soak-instance-<n>.log; warn and error lines are counted by message. */
+const logFile = (/** @type {number} */ i) => path.join(resultsDir, `soak-instance-${i}.log`);
+/** @type {{byLevel: Record<string, number>, messages: Record<string, number>}[]} */
+const logCounts = [];
+function logSink(/** @type {number} */ i) {
+  writeFileSync(logFile(i), '');
+  const counts = { byLevel: /** @type {Record<string, number>} */ ({}), messages: /** @type {Record<string, number>} */ ({}) };
+  logCounts[i] = counts;
+  return (/** @type {string} */ line) => {
+    appendFileSync(logFile(i), `${line}\n`);
+    let level = 'stderr';
+    let msg = line.slice(0, 120);
+    if (line.startsWith('{')) {
+      try {
+        const entry = JSON.parse(line);
+        level = String(entry.level ?? 'unknown');
+        msg = `${entry.msg}${entry.err?.message ? `: ${String(entry.err.message).slice(0, 100)}` : entry.error ? `: ${String(entry.error).slice(0, 100)}` : ''}`;
+      } catch { /* not JSON: counted as stderr-like text */ }
+    }
+    counts.byLevel[level] = (counts.byLevel[level] ?? 0) + 1;
+    if (/warn|error|fatal|stderr|40|50|60/.test(level)) counts.messages[`${level}: ${msg}`] = (counts.messages[`${level}: ${msg}`] ?? 0) + 1;
+  };
+}
+
 async function main() {
   const env = pkiEnv('encrypted_database');
   const caDir = path.dirname(env.SVC_PKI_ROOT_CERT_PATH);
@@ -84,15 +110,17 @@ async function main() {
   let result;
   try {
     // One after the other: the first applies the migrations.
-    const a = await startService({ env: serviceEnv, databaseUrl: database.url });
-    const b = await startService({ env: serviceEnv, databaseUrl: database.url });
+    const a = await startService({ env: serviceEnv, databaseUrl: database.url, onLine: logSink(0) });
+    const b = await startService({ env: serviceEnv, databaseUrl: database.url, onLine: logSink(1) });
     const instances = [a, b].map((s) => ({ pid: s.pid, ports: s.ports, token: '' }));
     for (const inst of instances) inst.token = await adminSession(inst.ports.http);
     log(`instances ${a.pid} and ${b.pid} on ${databaseName}; building the world`);
     const world = await buildWorld({ http: a.ports.http, databaseUrl: database.url, caDir });
     const acknowledged = { messages: { http: /** @type {number[]} */ ([]), mqtt: /** @type {number[]} */ ([]), coap: /** @type {number[]} */ ([]) }, credentials: /** @type {string[]} */ ([]), estSerials: /** @type {string[]} */ ([]) };
-    const { ops, close } = await createOperations({ instances, world, caDir, acknowledged, listenerCert: f('listener.pem') });
-    result = await soak({ instances, ops, databaseName, killer });
+    /** @type {any[]} */
+    const events = [];
+    const { ops, close } = await createOperations({ instances, world, caDir, acknowledged, listenerCert: f('listener.pem'), events });
+    result = { ...(await soak({ instances, ops, databaseName, killer })), events, logs: logCounts.map((c, i) => ({ file: logFile(i), byLevel: c.byLevel, warnings: c.messages })) };
     log('load stopped; closing clients and checking storage');
     await close();
     const stored = await checkStored(database.url, world, acknowledged);
@@ -120,6 +148,7 @@ async function main() {
  */
 async function soak({ instances, ops, databaseName, killer }) {
   const roots = Object.fromEntries(instances.map((inst, i) => [`instance${i}`, inst.pid]));
+  const idleBefore = await idleWindow(roots, databaseName);
   const snap = () => ({ own: takeCpuSnapshot(roots, { postgresBackendsOf: databaseName }), all: takeCpuSnapshot({}, { includePostgres: true }), machineLoad: loadavg()[0] });
   const sliceMs = SLICE_MINUTES * 60_000;
   const warmupMs = WARMUP_SECONDS * 1000;
@@ -131,6 +160,8 @@ async function soak({ instances, ops, databaseName, killer }) {
   const slices = [];
   /** @type {any[]} */
   const kills = [];
+  /** @type {{at: string, op: string, instance: number, error: string}[]} */
+  const errorLog = [];
   let slice = newSlice(warmupMs > 0 ? -1 : 0);
   let generatorUsage = process.cpuUsage();
   let sliceSnap = snap();
@@ -186,8 +217,9 @@ async function soak({ instances, ops, databaseName, killer }) {
       (err) => {
         const o = slice.ops[op];
         o.errors++;
-        const cls = String(err?.message ?? err).slice(0, 80);
+        const cls = String(err?.message ?? err).slice(0, 120);
         o.classes[cls] = (o.classes[cls] ?? 0) + 1;
+        if (errorLog.length < 5000) errorLog.push({ at: new Date().toISOString(), op, instance: seq % instances.length, error: cls });
       },
     ).finally(() => {
       inFlight[op]--;
@@ -234,8 +266,22 @@ async function soak({ instances, ops, databaseName, killer }) {
   // What was sent in the last slice is awaited (bounded by the requests' own deadlines) and counted in it.
   await Promise.allSettled([...running]);
   if (slice.ops && Object.values(slice.ops).some((o) => o.done + o.errors > 0)) await finishSlice();
+  const idleAfter = await idleWindow(roots, databaseName);
   const measured = slices.filter((s) => s.index >= 0);
-  return { warmup: slices.find((s) => s.index < 0) ?? null, slices: measured, kills, launched, cpuVerdict: judgeCpu(measured), memoryTrend: memoryTrend(measured) };
+  for (const s of measured) s.cpu.netOfIdlePerOperationUs = ((s.cpu.instancesSeconds + s.cpu.ownPostgresSeconds - idleBefore.cores * s.wallSeconds) / Math.max(1, s.completed)) * 1e6;
+  return { errorLog, idle: { before: idleBefore, after: idleAfter }, warmup: slices.find((s) => s.index < 0) ?? null, slices: measured, kills, launched, cpuVerdict: judgeCpu(measured), memoryTrend: memoryTrend(measured) };
+}
+
+/** CPU of the instances and the database's backends over IDLE_SECONDS without load. */
+async function idleWindow(/** @type {Record<string, number>} */ roots, /** @type {string} */ databaseName) {
+  if (IDLE_SECONDS <= 0) return { wallSeconds: 0, instancesSeconds: 0, ownPostgresSeconds: 0, cores: 0 };
+  const before = takeCpuSnapshot(roots, { postgresBackendsOf: databaseName });
+  await new Promise((r) => setTimeout(r, IDLE_SECONDS * 1000));
+  const cpu = diffCpuSnapshots(before, takeCpuSnapshot(roots, { postgresBackendsOf: databaseName }));
+  const instancesSeconds = Object.keys(roots).reduce((s, k) => s + (cpu.cpuSeconds[k] ?? 0), 0);
+  const ownPostgresSeconds = cpu.cpuSeconds.postgres ?? 0;
+  log(`idle: ${((instancesSeconds + ownPostgresSeconds) / cpu.wallSeconds).toFixed(3)} cores (instances ${instancesSeconds.toFixed(2)} s, backends ${ownPostgresSeconds.toFixed(2)} s in ${cpu.wallSeconds.toFixed(0)} s)`);
+  return { wallSeconds: cpu.wallSeconds, instancesSeconds, ownPostgresSeconds, cores: (instancesSeconds + ownPostgresSeconds) / cpu.wallSeconds };
 }
 
 /** The last full slice's CPU per operation against the first's. */
@@ -246,7 +292,8 @@ function judgeCpu(/** @type {any[]} */ slices) {
   if (!first || !last || first === last) return { met: false, reason: 'fewer than two full slices' };
   const ratio = last.cpu.perOperationUs / first.cpu.perOperationUs;
   const processRatio = last.cpu.instancesPerOperationUs / first.cpu.instancesPerOperationUs;
-  return { firstUs: first.cpu.perOperationUs, lastUs: last.cpu.perOperationUs, ratio, processRatio, met: Math.abs(ratio - 1) <= CPU_TOLERANCE };
+  const netRatio = last.cpu.netOfIdlePerOperationUs / first.cpu.netOfIdlePerOperationUs;
+  return { firstUs: first.cpu.perOperationUs, lastUs: last.cpu.perOperationUs, ratio, processRatio, netRatio, met: Math.abs(ratio - 1) <= CPU_TOLERANCE };
 }
 
 /** Least-squares slope of RSS and heap per instance over the slices, in MiB per hour. */
@@ -314,6 +361,7 @@ function printReport(/** @type {any} */ out) {
   line('completed ops', (s) => String(s.completed));
   line('CPU µs/op (+own pg)', (s) => s.cpu.perOperationUs.toFixed(0));
   line('CPU µs/op instances', (s) => s.cpu.instancesPerOperationUs.toFixed(0));
+  line('CPU µs/op net of idle', (s) => s.cpu.netOfIdlePerOperationUs.toFixed(0));
   line('CPU µs/op (+all pg)', (s) => s.cpu.withAllPostgresPerOperationUs.toFixed(0));
   line('load generator CPU s', (s) => s.cpu.loadGeneratorSeconds.toFixed(0));
   line('other CPU s', (s) => s.cpu.otherSeconds.toFixed(0));
@@ -323,18 +371,28 @@ function printReport(/** @type {any} */ out) {
     line(`heap MiB instance ${i}`, (s) => ((s.memory[i].heapUsedBytes ?? 0) / 2 ** 20).toFixed(0));
   }
   const classes = {};
-  for (const s of out.slices) for (const [op, o] of Object.entries(s.operations)) for (const [c, n] of Object.entries(/** @type {any} */ (o).errorClasses)) {
+  for (const s of [...(out.warmup ? [out.warmup] : []), ...out.slices]) for (const [op, o] of Object.entries(s.operations)) for (const [c, n] of Object.entries(/** @type {any} */ (o).errorClasses)) {
     const k = `${op}: ${c}`;
     /** @type {any} */ (classes)[k] = (/** @type {any} */ (classes)[k] ?? 0) + n;
   }
-  console.log(`\nerror classes: ${Object.keys(classes).length ? '' : 'none'}`);
+  console.log(`\nerror classes, warm-up included (${out.warmup ? Object.values(out.warmup.operations).reduce((n, o) => n + /** @type {any} */ (o).errors, 0) : 0} errors in the warm-up): ${Object.keys(classes).length ? '' : 'none'}`);
   for (const [k, n] of Object.entries(classes)) console.log(`  ${k}: ${n}`);
-  console.log(`\nbackends terminated: ${out.kills.filter((/** @type {any} */ k) => k.terminated).length} (${out.kills.map((/** @type {any} */ k) => k.applicationName || '?').join(', ')})`);
+  // When errors came: per 10 s, the count, beside the backend kills.
+  const buckets = {};
+  for (const e of out.errorLog) { const k = e.at.slice(11, 18) + '0'; /** @type {any} */ (buckets)[k] = (/** @type {any} */ (buckets)[k] ?? 0) + 1; }
+  console.log(`errors per 10 s: ${Object.entries(buckets).map(([k, n]) => `${k} ${n}`).join(', ') || 'none'}`);
+  console.log(`MQTT connection events: ${out.events.length ? out.events.map((/** @type {any} */ e) => `${e.at.slice(11, 19)} ${e.what} (instance ${e.instance})`).slice(0, 20).join('; ') : 'none'}`);
+  for (const [i, l] of out.logs.entries()) {
+    console.log(`instance ${i} log (${l.file}): lines by level ${JSON.stringify(l.byLevel)}`);
+    for (const [m, n] of Object.entries(l.warnings).sort((x, y) => /** @type {number} */ (y[1]) - /** @type {number} */ (x[1])).slice(0, 12)) console.log(`  ${n} × ${m}`);
+  }
+  console.log(`\nbackends terminated: ${out.kills.filter((/** @type {any} */ k) => k.terminated).length} (${out.kills.map((/** @type {any} */ k) => `${k.at?.slice(11, 19)} ${k.applicationName || '?'}`).join(', ')})`);
   console.log('\nstored (looked up by id):');
   for (const [k, v] of Object.entries(out.stored)) if (k !== 'missingTotal') console.log(`  ${k}: ${/** @type {any} */ (v).acknowledged} acknowledged, ${/** @type {any} */ (v).missing} missing`);
   console.log(`\nmemory trend (least squares over slices, MiB/hour): ${out.memoryTrend.map((/** @type {any} */ m) => `instance ${m.instance}: RSS ${m.rssMiBPerHour?.toFixed(1)}, heap ${m.heapMiBPerHour?.toFixed(1)}`).join('; ')}`);
+  console.log(`idle CPU (instances + backends, no load): ${out.idle.before.cores.toFixed(3)} cores before the load, ${out.idle.after.cores.toFixed(3)} after`);
   const v = out.cpuVerdict;
-  console.log(v.ratio ? `CPU per operation, last full slice / first: ${v.ratio.toFixed(3)} (instances alone ${v.processRatio.toFixed(3)}): ${v.met ? 'within' : 'NOT within'} 10%` : `CPU verdict: ${v.reason}`);
+  console.log(v.ratio ? `CPU per operation, last full slice / first: ${v.ratio.toFixed(3)} (instances alone ${v.processRatio.toFixed(3)}, net of idle ${v.netRatio.toFixed(3)}): ${v.met ? 'within' : 'NOT within'} 10%` : `CPU verdict: ${v.reason}`);
 }
 
 main().catch(async (err) => {

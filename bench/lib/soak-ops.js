@@ -29,11 +29,14 @@ const record = (/** @type {number} */ seq) => JSON.stringify([{ bn: 'urn:dev:soa
  * @typedef {{messages: Record<'http'|'mqtt'|'coap', number[]>, credentials: string[], estSerials: string[]}} Acknowledged
  */
 
+/** An answer's text as an error class: ids and numbers masked, so that one cause counts as one class. */
+const errorText = (/** @type {Buffer} */ body) => body.toString().replace(/[0-9a-f]{8}-[0-9a-f-]{27}/g, '<id>').replace(/\d+/g, 'N').slice(0, 90);
+
 /** An HTTP exchange through undici with a deadline; a status other than `expect` throws "HTTP <status>". */
 async function call(/** @type {UndiciAgent} */ dispatcher, /** @type {string} */ url, /** @type {any} */ opts, /** @type {number} */ expect) {
   const res = await request(url, { dispatcher, headersTimeout: REQUEST_TIMEOUT_MS, bodyTimeout: REQUEST_TIMEOUT_MS, ...opts });
   const body = Buffer.from(await res.body.arrayBuffer());
-  if (res.statusCode !== expect) throw new Error(`HTTP ${res.statusCode}`);
+  if (res.statusCode !== expect) throw new Error(`HTTP ${res.statusCode} ${errorText(body)}`);
   return body;
 }
 
@@ -43,7 +46,7 @@ async function gql(/** @type {UndiciAgent} */ dispatcher, /** @type {Instance} *
     method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${inst.token}` }, body: JSON.stringify({ query, variables }),
   }, 200);
   const out = JSON.parse(body.toString());
-  if (out.errors) throw new Error(`GraphQL ${out.errors[0]?.extensions?.code ?? out.errors[0]?.message?.slice(0, 60)}`);
+  if (out.errors) throw new Error(`GraphQL ${out.errors[0]?.extensions?.code} ${errorText(Buffer.from(String(out.errors[0]?.message)))}`);
   return out.data;
 }
 
@@ -101,9 +104,9 @@ function csrPool(/** @type {string} */ caDir, ahead = 16) {
 }
 
 /**
- * @param {{instances: Instance[], world: any, caDir: string, acknowledged: Acknowledged, listenerCert: string}} opts
+ * @param {{instances: Instance[], world: any, caDir: string, acknowledged: Acknowledged, listenerCert: string, events: any[]}} opts
  */
-export async function createOperations({ instances, world, caDir, acknowledged, listenerCert }) {
+export async function createOperations({ instances, world, caDir, acknowledged, listenerCert, events }) {
   const dispatcher = new UndiciAgent({ connections: 32, pipelining: 1, keepAliveTimeout: 10_000 });
   const pick = (/** @type {number} */ seq) => /** @type {Instance} */ (instances[seq % instances.length]);
   const device = (/** @type {number} */ seq) => world.devices[Math.floor(seq / instances.length) % world.devices.length];
@@ -113,6 +116,12 @@ export async function createOperations({ instances, world, caDir, acknowledged, 
     clientId: `soak-${i}-${j}`, username: d.id, password: d.key, reconnectPeriod: 1000, connectTimeout: 10_000, clean: true,
   })));
   await Promise.all(mqttClients.flat().map((c) => new Promise((resolve, reject) => { c.once('connect', resolve); c.once('error', reject); })));
+  // After the first CONNACK: every loss of a connection is an event of the run (when, which instance, why).
+  mqttClients.forEach((list, i) => list.forEach((c) => {
+    c.on('close', () => events.push({ at: new Date().toISOString(), what: 'mqtt close', instance: i }));
+    c.on('error', (err) => events.push({ at: new Date().toISOString(), what: `mqtt error ${err.message.slice(0, 80)}`, instance: i }));
+    c.on('disconnect', (packet) => events.push({ at: new Date().toISOString(), what: `mqtt DISCONNECT ${packet.reasonCode ?? ''}`, instance: i }));
+  }));
   const coapClients = instances.map((inst) => createCoapClient(inst.ports.coap));
   const estAgent = new Agent({ keepAlive: false, ca: readFileSync(listenerCert) });
   const csrs = csrPool(caDir);
