@@ -117,8 +117,9 @@ export async function createOperations({ instances, world, caDir, acknowledged, 
   })));
   await Promise.all(mqttClients.flat().map((c) => new Promise((resolve, reject) => { c.once('connect', resolve); c.once('error', reject); })));
   // After the first CONNACK: every loss of a connection is an event of the run (when, which instance, why).
+  let closing = false;
   mqttClients.forEach((list, i) => list.forEach((c) => {
-    c.on('close', () => events.push({ at: new Date().toISOString(), what: 'mqtt close', instance: i }));
+    c.on('close', () => closing || events.push({ at: new Date().toISOString(), what: 'mqtt close', instance: i }));
     c.on('error', (err) => events.push({ at: new Date().toISOString(), what: `mqtt error ${err.message.slice(0, 80)}`, instance: i }));
     c.on('disconnect', (packet) => events.push({ at: new Date().toISOString(), what: `mqtt DISCONNECT ${packet.reasonCode ?? ''}`, instance: i }));
   }));
@@ -229,6 +230,7 @@ export async function createOperations({ instances, world, caDir, acknowledged, 
   return {
     ops,
     async close() {
+      closing = true;
       await Promise.all(mqttClients.flat().map((c) => new Promise((r) => c.end(false, {}, () => r(undefined)))));
       for (const c of coapClients) c.close();
       estAgent.destroy();
