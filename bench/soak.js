@@ -293,7 +293,18 @@ function judgeCpu(/** @type {any[]} */ slices) {
   const ratio = last.cpu.perOperationUs / first.cpu.perOperationUs;
   const processRatio = last.cpu.instancesPerOperationUs / first.cpu.instancesPerOperationUs;
   const netRatio = last.cpu.netOfIdlePerOperationUs / first.cpu.netOfIdlePerOperationUs;
-  return { firstUs: first.cpu.perOperationUs, lastUs: last.cpu.perOperationUs, ratio, processRatio, netRatio, met: Math.abs(ratio - 1) <= CPU_TOLERANCE };
+  // Beside the two-point verdict: the spread of every full slice and the least-squares trend (µs per op
+  // per hour), which tell a machine's noise (up and down) from a cost that grows with the run.
+  const values = full.map((s) => s.cpu.perOperationUs);
+  const mean = values.reduce((a, b) => a + b, 0) / values.length;
+  const xs = full.map((s) => (Date.parse(s.startedAt) - Date.parse(first.startedAt)) / 3_600_000);
+  const mx = xs.reduce((a, b) => a + b, 0) / xs.length;
+  const den = xs.reduce((a, x) => a + (x - mx) ** 2, 0);
+  const trendUsPerHour = den ? xs.reduce((a, x, i) => a + (x - mx) * (/** @type {number} */ (values[i]) - mean), 0) / den : 0;
+  return {
+    firstUs: first.cpu.perOperationUs, lastUs: last.cpu.perOperationUs, ratio, processRatio, netRatio, met: Math.abs(ratio - 1) <= CPU_TOLERANCE,
+    minUs: Math.min(...values), maxUs: Math.max(...values), meanUs: mean, trendUsPerHour, trendShareOfMeanPerHour: trendUsPerHour / mean,
+  };
 }
 
 /** Least-squares slope of RSS and heap per instance over the slices, in MiB per hour. */
@@ -392,7 +403,8 @@ function printReport(/** @type {any} */ out) {
   console.log(`\nmemory trend (least squares over slices, MiB/hour): ${out.memoryTrend.map((/** @type {any} */ m) => `instance ${m.instance}: RSS ${m.rssMiBPerHour?.toFixed(1)}, heap ${m.heapMiBPerHour?.toFixed(1)}`).join('; ')}`);
   console.log(`idle CPU (instances + backends, no load): ${out.idle.before.cores.toFixed(3)} cores before the load, ${out.idle.after.cores.toFixed(3)} after`);
   const v = out.cpuVerdict;
-  console.log(v.ratio ? `CPU per operation, last full slice / first: ${v.ratio.toFixed(3)} (instances alone ${v.processRatio.toFixed(3)}, net of idle ${v.netRatio.toFixed(3)}): ${v.met ? 'within' : 'NOT within'} 10%` : `CPU verdict: ${v.reason}`);
+  console.log(v.ratio ? `CPU per operation, last full slice / first: ${v.ratio.toFixed(3)} (instances alone ${v.processRatio.toFixed(3)}, net of idle ${v.netRatio.toFixed(3)}): ${v.met ? 'within' : 'NOT within'} 10%; `
+    + `every full slice ${v.minUs.toFixed(0)}-${v.maxUs.toFixed(0)} µs (mean ${v.meanUs.toFixed(0)}), trend ${v.trendUsPerHour >= 0 ? '+' : ''}${v.trendUsPerHour.toFixed(0)} µs/op per hour (${(v.trendShareOfMeanPerHour * 100).toFixed(1)}% of the mean)` : `CPU verdict: ${v.reason}`);
 }
 
 main().catch(async (err) => {
