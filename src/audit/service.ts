@@ -52,7 +52,7 @@ export function createAuditReader(deps: AuditReaderDeps) {
   /** null: every entry; otherwise the readable tenants (FORBIDDEN when none, or when the one asked for is not). */
   async function visibleTenants(p: Principal, tenantId?: string): Promise<string[] | null> {
     if (await authz.isPlatformAdmin(p)) return null;
-    const tenants = await readableTenants({ sql, authz }, p, 'read', 'audit_log', tenantId);
+    const tenants = await readableTenants({ authz }, p, 'read', 'audit_log', tenantId);
     if (tenants !== null && tenants.length === 0) throw forbidden();
     return tenants;
   }

@@ -70,7 +70,7 @@ export function createGroupService(deps: GroupDeps) {
     if (deleted !== 'live') await guard.requirePlatformAdmin(p);
     const filter: q.GroupFilter = {
       tenantId,
-      readableTenantIds: await readableTenants({ sql, authz }, p, 'read', 'group', tenantId),
+      readableTenantIds: await readableTenants({ authz }, p, 'read', 'group', tenantId),
       deleted,
       order: optional(args, 'order') ? v.oneOf('order', args.order, Object.keys(q.GROUP_ORDER) as (keyof typeof q.GROUP_ORDER)[]) : 'created_at',
       dir: optional(args, 'dir') ? v.oneOf('dir', args.dir, v.SORT_DIRS) : 'asc',

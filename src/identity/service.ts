@@ -118,7 +118,7 @@ export function createIdentityService(deps: IdentityDeps) {
       const tenantId = args.tenantId === undefined || args.tenantId === null ? undefined : v.uuid('tenantId', args.tenantId);
       const deleted = args.deleted === undefined || args.deleted === null ? 'live' : v.oneOf('deleted', args.deleted, v.DELETED_FILTERS);
       if (deleted !== 'live') await guard.requirePlatformAdmin(p);
-      const readable = await readableTenants({ sql, authz }, p, 'read', 'entity', tenantId);
+      const readable = await readableTenants({ authz }, p, 'read', 'entity', tenantId);
       const filter: q.EntityFilter = {
         tenantId,
         readableTenantIds: readable,

@@ -109,7 +109,7 @@ export function createResourceService(deps: ResourceDeps) {
       if (deleted !== 'live') await guard.requirePlatformAdmin(p);
       const filter: q.ResourceFilter = {
         tenantId,
-        readableTenantIds: await readableTenants({ sql, authz }, p, 'read', 'resource', tenantId),
+        readableTenantIds: await readableTenants({ authz }, p, 'read', 'resource', tenantId),
         deleted,
         order: optional(args, 'order') ? v.oneOf('order', args.order, Object.keys(q.RESOURCE_ORDER) as (keyof typeof q.RESOURCE_ORDER)[]) : 'created_at',
         dir: optional(args, 'dir') ? v.oneOf('dir', args.dir, v.SORT_DIRS) : 'asc',
@@ -126,7 +126,7 @@ export function createResourceService(deps: ResourceDeps) {
 
     async kinds(p: Principal, tenantIdArg: unknown): Promise<string[]> {
       const tenantId = tenantIdArg === undefined || tenantIdArg === null ? undefined : v.uuid('tenantId', tenantIdArg);
-      const readable = await readableTenants({ sql, authz }, p, 'read', 'resource', tenantId);
+      const readable = await readableTenants({ authz }, p, 'read', 'resource', tenantId);
       return q.listResourceKinds(sql, { tenantId, readableTenantIds: readable });
     },
 

@@ -113,7 +113,7 @@ export function createTenantsService(deps: TenantsDeps) {
       const admin = await authz.isPlatformAdmin(p);
       if (deleted !== 'live' && !admin) throw forbidden();
       // Platform administrators see every tenant; everyone else only the workspaces they may read.
-      const readableIds = admin ? null : (await readableTenants({ sql, authz }, p, 'read', 'tenant')) ?? null;
+      const readableIds = admin ? null : (await readableTenants({ authz }, p, 'read', 'tenant')) ?? null;
       const filter: q.TenantFilter = {
         readableIds,
         deleted,
@@ -178,7 +178,10 @@ export function createTenantsService(deps: TenantsDeps) {
       // Revoked sessions and certificates stay revoked: members authenticate again.
       await q.restoreTenant(sql, row.id);
       record(p, 'tenant.restore', row.id);
-      return changed(row.id);
+      // Grants loaded while the tenant was deleted left its assignments out, so nothing cached names it:
+      // a tenant's invalidation cannot reach them. Restoring is rare; every instance drops everything.
+      await deps.invalidate({ kind: 'all' });
+      return load(row.id);
     },
 
     async purge(p: Principal, id: unknown): Promise<boolean> {
