@@ -3,7 +3,7 @@ import type { AuditWriter } from '../audit/writer.js';
 import type { Principal } from '../auth/principal.js';
 import type { Authz, Invalidation } from '../authz/index.js';
 import type { Sql } from '../db/client.js';
-import { pageOf, type ListResult } from '../db/paging.js';
+import { listingSql, pageOf, type ListResult } from '../db/paging.js';
 import { invalidInput, notFound } from '../errors.js';
 import { createAccessGuard } from '../access/guard.js';
 import { findGroup, type GroupRow } from '../groups/index.js';
@@ -16,6 +16,8 @@ const KIND = /^[a-z0-9][a-z0-9_.-]{0,62}$/;
 
 export interface ResourceDeps {
   sql: Sql;
+  /** Generic-plan connections for plain list pages (db/paging.ts listingSql); absent: the shared pool. */
+  pages?: Sql;
   authz: Authz;
   audit: AuditWriter;
   /** Drops every cache that may hold the changed facts; call after the write committed. */
@@ -121,7 +123,7 @@ export function createResourceService(deps: ResourceDeps) {
         filter.parentGroupId = v.uuid('parentGroupId', args.parentGroupId);
         filter.includeDescendants = args.includeDescendants === true;
       }
-      return q.listResources(sql, filter, pageOf(args, deps.lists), include);
+      return q.listResources(listingSql(sql, deps.pages, q.plainResourceListing(filter)), filter, pageOf(args, deps.lists), include);
     },
 
     async kinds(p: Principal, tenantIdArg: unknown): Promise<string[]> {

@@ -111,6 +111,11 @@ export interface TenantFilter {
   dir: 'asc' | 'desc';
 }
 
+/** A listing whose plan does not depend on the values bound (db/paging.ts listingSql). */
+export function plainTenantListing(f: TenantFilter): boolean {
+  return !f.q && f.readableIds === null;
+}
+
 export async function listTenants(sql: Queryable, f: TenantFilter, page: Page): Promise<ListResult<TenantRow>> {
   const conds: postgres.PendingQuery<postgres.Row[]>[] = [];
   if (f.deleted === 'live') conds.push(sql`t.deleted_at is null`);
