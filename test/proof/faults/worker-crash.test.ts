@@ -59,7 +59,10 @@ t.test('a worker thread dying mid-signature: a clear error, the thread replaced,
   const failed: { key: string; code: string; message: string }[] = [];
   // A kill lands either before the thread answers (the calls fail) or just after (they succeed): a few
   // rounds until one failed.
-  for (let round = 0; round < 8 && failed.length === 0; round++) {
+  // The thread may be running another request's CSR reading (pkiReadCsrs) when it dies: that call fails
+  // the same way; rounds go on until a signing call was cut.
+  const cutSigning = () => failed.some((f) => f.message.includes('during caKeysSign'));
+  for (let round = 0; round < 8 && !cutSigning(); round++) {
     await waitUntil(() => signingPool!.threads.length > 0 && signingPool!.idleThreads === signingPool!.threads.length, 10_000, 'the pool ready');
     armed = true;
     const results = await Promise.all([issue(), issue(), issue()]);
@@ -70,10 +73,10 @@ t.test('a worker thread dying mid-signature: a clear error, the thread replaced,
     }
   }
   t.comment(`killed threads ${[...killedThreads].join(', ')}; acknowledged ${acknowledged.length}; failed ${JSON.stringify(failed)}`);
-  t.ok(failed.length > 0, 'a signing call was cut by its thread dying');
+  t.ok(cutSigning(), 'a signing call was cut by its thread dying');
   for (const f of failed) {
     t.equal(f.code, 'SERVICE_UNAVAILABLE', 'retryable: SERVICE_UNAVAILABLE');
-    t.match(f.message, /worker thread exited during caKeysSign/, 'says what happened');
+    t.match(f.message, /^worker thread exited during (caKeysSign|pkiReadCsrs); nothing was done, retry$/, 'says what happened');
     t.notMatch(f.message, /\n\s+at /, 'no stack in the answer');
   }
 
