@@ -48,6 +48,8 @@ const log = (/** @type {string} */ line) => console.error(`soak ${new Date().toI
 function newSlice(/** @type {number} */ index) {
   return {
     index, startedAt: new Date().toISOString(),
+    /** The longest gap between two ticks of the 20 ms ticker: a stall of the load generator itself. */
+    maxTickGapMs: 0,
     ops: Object.fromEntries(Object.keys(RATES).map((op) => [op, { done: 0, errors: 0, classes: /** @type {Record<string, number>} */ ({}), hist: histogram() }])),
   };
 }
@@ -190,7 +192,7 @@ async function soak({ instances, ops, databaseName, killer }) {
         done: o.done, errors: o.errors, errorRate: o.done + o.errors ? o.errors / (o.done + o.errors) : 0, p50Us: o.hist.getValueAtPercentile(50),
         p99Us: o.hist.getValueAtPercentile(99), maxUs: o.hist.maxValue, errorClasses: o.classes,
       }])),
-      completed: done,
+      completed: done, generatorMaxStallMs: Math.round(ended.maxTickGapMs),
       cpu: {
         instancesSeconds: instanceCpu, ownPostgresSeconds: ownPg, allPostgresSeconds: pgAll, otherSeconds: cpu.otherCpuSeconds, loadGeneratorSeconds: (generator.user + generator.system) / 1e6,
         perOperationUs: ((instanceCpu + ownPg) / Math.max(1, done)) * 1e6, instancesPerOperationUs: (instanceCpu / Math.max(1, done)) * 1e6,
@@ -242,8 +244,11 @@ async function soak({ instances, ops, databaseName, killer }) {
   }, KILL_EVERY_MS);
 
   await new Promise((resolve) => {
+    let lastTick = Date.now();
     const tick = setInterval(() => {
       const now = Date.now();
+      slice.maxTickGapMs = Math.max(slice.maxTickGapMs, now - lastTick);
+      lastTick = now;
       if (now >= endAt) {
         clearInterval(tick);
         return resolve(undefined);
@@ -256,6 +261,7 @@ async function soak({ instances, ops, databaseName, killer }) {
             const o = slice.ops[op];
             o.errors++;
             o.classes.backlog = (o.classes.backlog ?? 0) + 1;
+            if (errorLog.length < 5000) errorLog.push({ at: new Date(now).toISOString(), op, instance: seq % instances.length, error: 'backlog' });
           } else launch(op, seq);
         }
       }
@@ -375,6 +381,7 @@ function printReport(/** @type {any} */ out) {
   line('CPU µs/op net of idle', (s) => s.cpu.netOfIdlePerOperationUs.toFixed(0));
   line('CPU µs/op (+all pg)', (s) => s.cpu.withAllPostgresPerOperationUs.toFixed(0));
   line('load generator CPU s', (s) => s.cpu.loadGeneratorSeconds.toFixed(0));
+  line('generator stall ms', (s) => String(s.generatorMaxStallMs));
   line('other CPU s', (s) => s.cpu.otherSeconds.toFixed(0));
   line('load avg 1m', (s) => s.loadAverage1m.toFixed(1));
   for (let i = 0; i < (out.slices[0]?.memory.length ?? 0); i++) {
