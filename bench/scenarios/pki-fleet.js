@@ -1,22 +1,24 @@
 // Scenario: the certificate authority at 10 and at 10,000 tenants, in one run (issue 33.5). Two services
-// on two databases with the same root and platform intermediate: one provisions 10 tenant CAs, the other
-// 10,000, both through GraphQL createTenant (the tenant hook's provisioning: key sealed in the database,
-// certificate signed by the platform intermediate, audit event), 8 in flight as an operator's script
-// would. Then, in alternating rounds on the pair: EST simplereenroll over mTLS under a tenant's label (a
-// new TLS connection each), OCSP for that tenant's leaves (plain and with a nonce) and for its CA
-// certificate (the platform intermediate's responder), the CRLs of both, gRPC ResolveCertificateV2; the
-// sizes of cacerts (labelled and not), csrattrs and the trust bundle; last, the provisioning of 200 more
-// CAs on each. Each figure at 10,000 against 10: none may grow by more than 20%.
+// on two databases with the same root and platform intermediate: one holds 10 tenant CAs, the other
+// 10,000. The tenants are rows (see lib/fleet-world.js insertTenants for why not createTenant) whose CAs
+// are provisioned through GraphQL provisionTenantAuthorityAutomatically, 8 in flight as an operator's
+// script would (the provisioning createTenant's hook uses: key sealed in the database, certificate signed
+// by the platform intermediate, audit event). Then, in alternating rounds on the pair: EST
+// simplereenroll over mTLS under a tenant's label (a new TLS connection each), OCSP for that tenant's
+// leaves (plain and with a nonce) and for its CA certificate (the platform intermediate's responder), the
+// CRLs of both, gRPC ResolveCertificateV2; the sizes of cacerts (labelled and not), csrattrs and the trust
+// bundle; last, the provisioning of 200 more CAs on each. Each figure at 10,000 against 10: none may grow
+// by more than 20%. Stop it with Ctrl-C (SIGINT), which stops the services and drops their databases.
 //   node bench/run.js pki-fleet --rounds 2 --duration 4 --warmup 1     (BENCH_FLEET_TENANTS=300 for a trial)
 import { crlAnswers, estReenroll, grpcResolve, ocspAnswers, pooled, sizes } from '../lib/fleet-figures.js';
-import { clientCertificates, countTenantCas, provisionTenants, seedProbe, startFleetService } from '../lib/fleet-world.js';
+import { clientCertificates, countTenantCas, insertTenants, provisionTenants, provisioningRetries, seedProbe, startFleetService } from '../lib/fleet-world.js';
 
 const SMALL = 10;
 const LARGE = Number(process.env.BENCH_FLEET_TENANTS ?? 10_000);
 /** Growth allowed at LARGE tenants against SMALL. */
 const BOUND = 1.2;
-const PROVISION = { concurrency: 8, window: 200 };
-const EST_LOAD = { connections: 8, warmup: 40, count: 400 };
+const PROVISION = { concurrency: 8, window: Number(process.env.BENCH_FLEET_PROVISION_WINDOW ?? 200) };
+const EST_LOAD = { connections: 8, warmup: 40, count: Number(process.env.BENCH_FLEET_EST_COUNT ?? 400) };
 const CRL_LOAD = { connections: 8, warmup: 500, count: 12000 };
 
 const fmt = (/** @type {number} */ v, d = 1) => v.toFixed(d);
@@ -34,17 +36,17 @@ export default {
       const [small, large] = pair;
       const probes = [await seedProbe(small), await seedProbe(large)];
       const started = Date.now();
-      // The probe tenant is the first of each; the others come through createTenant.
-      await provisionTenants(small, probes[0].admin, { from: 1, count: SMALL - 1, concurrency: PROVISION.concurrency, chunk: SMALL - 1 });
-      const bulk = await provisionTenants(large, probes[1].admin, {
-        from: 1, count: LARGE - 1, concurrency: PROVISION.concurrency, chunk: 1000,
-        onChunk: (c) => console.error(`bench: pki-fleet provisioning ${c.tenantsAfter}/${LARGE}: ${fmt(c.wallMsPerCa)} ms wall per CA, `
+      // The probe tenant is the first of each; the others are rows, their CAs provisioned through the service.
+      await provisionTenants(small, probes[0].admin, await insertTenants(small, 1, SMALL - 1), { concurrency: PROVISION.concurrency, chunk: SMALL - 1 });
+      const bulk = await provisionTenants(large, probes[1].admin, await insertTenants(large, 1, LARGE - 1), {
+        concurrency: PROVISION.concurrency, chunk: 1000,
+        onChunk: (c) => console.error(`bench: pki-fleet provisioning ${c.casAfter}/${LARGE}: ${fmt(c.wallMsPerCa)} ms wall per CA, `
           + `${fmt(c.cpuMsPerCa)} ms CPU (process ${fmt(c.processCpuMsPerCa)}), p50 ${fmt(c.p50Ms)} ms p90 ${fmt(c.p90Ms)} ms, other cpu ${fmt(c.otherCpuSeconds)} s`),
       });
       const bulkSeconds = (Date.now() - started) / 1000;
       const counts = [await countTenantCas(small), await countTenantCas(large)];
       console.error(`bench: pki-fleet: ${LARGE} tenant CAs provisioned in ${fmt(bulkSeconds / 60)} min (${fmt((bulkSeconds / LARGE) * 1000)} ms each, `
-        + `${PROVISION.concurrency} in flight); active CAs / tenants: ${counts.map((c) => `${c.cas}/${c.tenants}`).join(' and ')}`);
+        + `${PROVISION.concurrency} in flight, ${provisioningRetries()} calls retried); active CAs / tenants: ${counts.map((c) => `${c.cas}/${c.tenants}`).join(' and ')}`);
       for (const c of counts) if (c.cas !== c.tenants) throw new Error(`pki-fleet: ${c.tenants} tenants but ${c.cas} active tenant CAs`);
 
       const certs = await Promise.all(pair.map((s, i) => clientCertificates(s, probes[i], rounds * (EST_LOAD.warmup + EST_LOAD.count))));
@@ -76,8 +78,8 @@ export default {
       }
       // Provisioning last, so every figure above is at exactly SMALL and LARGE tenants.
       const provisioning = [
-        (await provisionTenants(small, probes[0].admin, { from: SMALL, count: PROVISION.window, concurrency: PROVISION.concurrency, chunk: PROVISION.window }))[0],
-        (await provisionTenants(large, probes[1].admin, { from: LARGE, count: PROVISION.window, concurrency: PROVISION.concurrency, chunk: PROVISION.window }))[0],
+        (await provisionTenants(small, probes[0].admin, await insertTenants(small, SMALL, PROVISION.window), { concurrency: PROVISION.concurrency, chunk: PROVISION.window }))[0],
+        (await provisionTenants(large, probes[1].admin, await insertTenants(large, LARGE, PROVISION.window), { concurrency: PROVISION.concurrency, chunk: PROVISION.window }))[0],
       ];
 
       const rows = Object.entries(windows).map(([name, [a, b]]) => {
