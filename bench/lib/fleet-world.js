@@ -46,6 +46,8 @@ export async function startFleetService(/** @type {string} */ label) {
       SVC_PKI_ENROLLMENT_MAX_CONNECTIONS_PER_IP: '1024', SVC_PKI_ENROLLMENT_MAX_CONNECTIONS: '4096',
       // The figures enroll one probe tenant's devices thousands of times: the abuse windows would answer 429.
       SVC_PKI_ENROLLMENT_ENTITY_RATE_LIMIT: '1000000', SVC_PKI_ENROLLMENT_TENANT_RATE_LIMIT: '1000000',
+      // Two services at once on a PostgreSQL shared with others (max_connections 100 here): smaller pools.
+      SVC_DB_POOL_MAX: process.env.BENCH_FLEET_POOL_MAX ?? '5',
     },
   });
   return { label, ...service, caDir: dir };
@@ -65,7 +67,7 @@ export async function seedProbe(service) {
   const csrPem = readFileSync(path.join(service.caDir, 'leaf.csr'), 'utf8');
   const leaves = [];
   for (const [i, entityId] of world.devices.entries()) {
-    const out = (await graphql(http, ISSUE_PEM, { i: { entityId, csrPem, idempotencyKey: `fleet-probe-${i}` } }, admin)).issueCertificateFromCsrV2;
+    const out = (await withRetry(() => graphql(http, ISSUE_PEM, { i: { entityId, csrPem, idempotencyKey: `fleet-probe-${i}` } }, admin))).issueCertificateFromCsrV2;
     leaves.push({ ...out.certificate, chainPem: out.chainPem, entityId });
   }
   for (const leaf of leaves.slice(12)) {
@@ -115,9 +117,9 @@ export async function clientCertificates(service, probe, count) {
   await Promise.all(Array.from({ length: 16 }, async () => {
     while (n < count) {
       const i = n++;
-      const out = (await graphql(service.ports.http, ISSUE_PEM, {
+      const out = (await withRetry(() => graphql(service.ports.http, ISSUE_PEM, {
         i: { entityId: probe.world.devices[i % probe.world.devices.length], csrPem, idempotencyKey: `fleet-client-${stamp}-${i}` },
-      }, probe.admin)).issueCertificateFromCsrV2;
+      }, probe.admin))).issueCertificateFromCsrV2;
       contexts.push(createSecureContext({ cert: out.certificate.certificatePem, key }));
     }
   }));
@@ -190,7 +192,9 @@ export async function provisionTenants(service, admin, tenantIds, { concurrency,
 
 /**
  * A retryable refusal (SERVICE_UNAVAILABLE: a connection timing out on a saturated machine) is retried a
- * few times, as an operator's script would; a retry whose first attempt committed after all adds a CA version (the newest is active), never a second active one.
+ * few times, as an operator's script would; a retry whose first attempt committed after all adds a CA
+ * version (the newest is active), never a second active one, and an issuance retried with its
+ * idempotency key is answered the first one's certificate.
  */
 async function withRetry(/** @type {() => Promise<any>} */ call) {
   for (let attempt = 1; ; attempt++) {
@@ -198,7 +202,8 @@ async function withRetry(/** @type {() => Promise<any>} */ call) {
       return await call();
     } catch (err) {
       const message = String(/** @type {Error} */ (err).message);
-      if (attempt >= 5 || !/"retryable":true/.test(message)) throw err;
+      // "database error": the shared PostgreSQL refused a connection (too many clients), nothing was written.
+      if (attempt >= 8 || !/"retryable":true|"message":"database error"/.test(message)) throw err;
       retries++;
       await new Promise((r) => setTimeout(r, 500 * attempt));
     }
