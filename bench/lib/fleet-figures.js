@@ -64,7 +64,7 @@ async function drive(service, { connections, warmup, count }, next, expected) {
   latencies.sort((a, b) => a - b);
   return {
     requests: count, wallSeconds: cpu.wallSeconds, serviceCpuSeconds: cpu.cpuSeconds.service, postgresCpuSeconds: cpu.cpuSeconds.postgres,
-    errors, p50Us: Math.round(latencies[Math.floor(latencies.length / 2)] ?? 0), statuses,
+    errors, p50Us: Math.round(latencies[Math.floor(latencies.length / 2)] ?? 0), statuses, otherCpuSeconds: cpu.otherCpuSeconds,
   };
 }
 
@@ -113,7 +113,7 @@ export async function ocspAnswers(service, issuerId, requests, ctx, { mode, nonc
   const cpu = diffCpuSnapshots(before, after);
   return {
     requests: result.requests, wallSeconds: cpu.wallSeconds, serviceCpuSeconds: cpu.cpuSeconds.service, postgresCpuSeconds: cpu.cpuSeconds.postgres,
-    errors: result.errors, p50Us: result.p50Us,
+    errors: result.errors, p50Us: result.p50Us, otherCpuSeconds: cpu.otherCpuSeconds,
   };
 }
 
@@ -139,7 +139,7 @@ export async function grpcResolve(service, probe, ctx) {
   const cpu = diffCpuSnapshots(before, after);
   return {
     requests: result.requests, wallSeconds: cpu.wallSeconds, serviceCpuSeconds: cpu.cpuSeconds.service, postgresCpuSeconds: cpu.cpuSeconds.postgres,
-    errors: result.errors, p50Us: result.p50Us, statuses: result.errorCodes,
+    errors: result.errors, p50Us: result.p50Us, statuses: result.errorCodes, otherCpuSeconds: cpu.otherCpuSeconds,
   };
 }
 
