@@ -41,6 +41,8 @@ if (!env.DATABASE_URL) {
   }
 }
 
+// The tests run compiled (dist/test): stack traces point back into the TypeScript through the source maps.
+env.NODE_OPTIONS = `${env.NODE_OPTIONS ?? ''} --enable-source-maps`.trim();
 const child = spawn(command, args, { stdio: 'inherit', env });
 for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => child.kill(signal));
 const code = await new Promise((resolve) => child.on('exit', (c, s) => resolve(c ?? (s ? 1 : 0))));

@@ -1,5 +1,9 @@
 // Owns the baseline: a bare uWebSockets.js handler in its own process answering 202 with an empty body
-// (or, given replyBytes, reading the request body and answering 200 with that many bytes).
+// (or, given replyBytes, reading the request body and answering 200 with that many bytes). With nodeHttp,
+// the same responder on node:http instead: the floor of a listener that must speak HTTP/1.0, which
+// uWebSockets.js does not.
+import crypto from 'node:crypto';
+import http from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { spawnServer } from './spawn-server.js';
 import { repoRoot } from './paths.js';
@@ -10,13 +14,22 @@ const selfPath = fileURLToPath(import.meta.url);
 /**
  * Start the bare server as a child process; its port is reported as listener "http", like the service's.
  * `replyBytes`: read each request's body, then answer 200 with a body of this size (a responder's floor).
- * @param {{replyBytes?: number}} [opts]
+ * `nodeHttp`: serve with node:http (HTTP/1.0 and 1.1) rather than uWebSockets.js; needs replyBytes.
+ * `sign`: also sign 300 bytes with a P-256 key per request (node:crypto), as every nonce answer must.
+ * @param {{replyBytes?: number, nodeHttp?: boolean, sign?: boolean}} [opts]
  * @returns {Promise<import('./spawn-server.js').SpawnedServer>}
  */
-export function startBareServer({ replyBytes } = {}) {
-  const env = replyBytes ? { BARE_REPLY_BYTES: String(replyBytes) } : {};
+export function startBareServer({ replyBytes, nodeHttp = false, sign = false } = {}) {
+  const env = {
+    ...(replyBytes ? { BARE_REPLY_BYTES: String(replyBytes) } : {}),
+    ...(nodeHttp ? { BARE_NODE_HTTP: '1' } : {}),
+    ...(sign ? { BARE_SIGN: '1' } : {}),
+  };
   return spawnServer({ args: [selfPath], env, cwd: repoRoot, name: 'bare-server', startTimeoutMs: 10_000, ipc: true });
 }
+
+const signingKey = process.env.BARE_SIGN ? crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey : null;
+const toBeSigned = Buffer.alloc(300, 0x31);
 
 /** Reads the whole body (as any POST handler must), then answers `reply` in one corked write. */
 function replyAfterBody(/** @type {any} */ res, /** @type {Buffer} */ reply) {
@@ -24,6 +37,7 @@ function replyAfterBody(/** @type {any} */ res, /** @type {Buffer} */ reply) {
   res.onAborted(() => { aborted = true; });
   res.onData((/** @type {ArrayBuffer} */ _chunk, /** @type {boolean} */ last) => {
     if (!last || aborted) return;
+    if (signingKey) crypto.sign('sha256', toBeSigned, signingKey);
     res.cork(() => res.writeStatus('200 OK').writeHeader('content-type', 'application/octet-stream').end(reply));
   });
 }
@@ -46,4 +60,22 @@ async function serveBare() {
   });
 }
 
-if (process.argv[1] === selfPath) await serveBare();
+/** node:http reading the whole body, then answering 200 with `BARE_REPLY_BYTES` bytes. */
+async function serveBareNodeHttp() {
+  const reply = Buffer.alloc(Number(process.env.BARE_REPLY_BYTES ?? 0), 0x30);
+  const server = http.createServer((req, res) => {
+    req.on('data', () => undefined);
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': reply.length });
+      res.end(reply);
+    });
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(undefined)));
+  const { port } = /** @type {import('node:net').AddressInfo} */ (server.address());
+  console.log(JSON.stringify({ level: 'info', msg: 'listening', listener: 'http', host: '127.0.0.1', port }));
+  console.log(JSON.stringify({ level: 'info', msg: 'ready' }));
+  process.on('disconnect', () => process.exit(0));
+  process.on('SIGTERM', () => process.exit(0));
+}
+
+if (process.argv[1] === selfPath) await (process.env.BARE_NODE_HTTP ? serveBareNodeHttp() : serveBare());

@@ -89,6 +89,8 @@ export default {
     const bare = await startBareServer();
     // A responder's floor: uWS reading the request and answering as many bytes as the service's answer.
     let bareOcsp = /** @type {Awaited<ReturnType<typeof startBareServer>> | null} */ (null);
+    let bareNonce = /** @type {Awaited<ReturnType<typeof startBareServer>> | null} */ (null);
+    let bareHttp10 = /** @type {Awaited<ReturnType<typeof startBareServer>> | null} */ (null);
     /** @type {import('node:child_process').ChildProcess | null} */
     let responder = null;
     try {
@@ -141,6 +143,12 @@ export default {
         const size = Buffer.from(await (await fetch(`http://127.0.0.1:${http}/certs/issuers/${issuerId}/ocsp`, { method: 'POST', body: Buffer.from(/** @type {string} */ (ours[0]), 'base64') })).arrayBuffer()).length;
         bareOcsp = await startBareServer({ replyBytes: size });
         await row('floor-ocsp', `floor: bare uWS reading the request, answering ${size} bytes, new connection per request`, bareOcsp.pid, bareOcsp.ports.http, '/', ours, { mode: 'close' , anyAnswer: true }, ctx);
+        // The floors of the two paths with targets of 1x: a nonce answer is at least that plus one P-256
+        // signature; an HTTP/1.0 answer needs a parser that speaks 1.0, node:http on this stack.
+        bareNonce = await startBareServer({ replyBytes: size, sign: true });
+        await row('floor-nonce', `floor: bare uWS reading the request, one P-256 signature, answering ${size} bytes, new connection per request`, bareNonce.pid, bareNonce.ports.http, '/', ours, { mode: 'close', anyAnswer: true }, ctx);
+        bareHttp10 = await startBareServer({ replyBytes: size, nodeHttp: true });
+        await row('floor-http10', `floor: bare node:http (HTTP/1.0) reading the request, answering ${size} bytes, new connection per request`, bareHttp10.pid, bareHttp10.ports.http, '/', ours, { mode: 'close', http: '1.0', anyAnswer: true }, ctx);
       }
       await row('close', 'service (uWS), new connection per request', service.pid, http, path, ours, { mode: 'close', postgres: true }, ctx);
       await row('keepalive', 'service (uWS), keep-alive', service.pid, http, path, ours, { mode: 'keepalive', postgres: true }, ctx);
@@ -162,6 +170,8 @@ export default {
         nonceKeepAlive: ratio('nonce-keepalive', 'openssl-nonce'),
         http10NewConnection: ratio('http10', 'openssl'),
         responderFloorNewConnection: ratio('floor-ocsp', 'openssl'),
+        nonceFloorNewConnection: ratio('floor-nonce', 'openssl-nonce'),
+        http10FloorNewConnection: ratio('floor-http10', 'openssl'),
       };
       field = 'perProcessCpuSecond';
       const processAlone = {
@@ -174,7 +184,7 @@ export default {
         return [k, r === null ? 'not measured' : r >= goal ? 'met' : 'missed'];
       }));
       const fmt = (/** @type {number | null} */ r) => (r === null ? '-' : `${r.toFixed(2)}x`);
-      console.error(`bench: pki-ocsp vs openssl per CPU-s: plain ${fmt(ratios.plainNewConnection)}, keep-alive ${fmt(ratios.plainKeepAlive)} (target 3x: ${verdicts.plainKeepAlive}), nonce ${fmt(ratios.nonceNewConnection)} (target 1x: ${verdicts.nonceNewConnection}), nonce keep-alive ${fmt(ratios.nonceKeepAlive)}, HTTP/1.0 listener ${fmt(ratios.http10NewConnection)} (target 1x: ${verdicts.http10NewConnection}); process alone: ${Object.values(processAlone).map(fmt).join(', ')}; the responder floor (bare uWS, same bytes) ${fmt(ratios.responderFloorNewConnection)}`);
+      console.error(`bench: pki-ocsp vs openssl per CPU-s: plain ${fmt(ratios.plainNewConnection)}, keep-alive ${fmt(ratios.plainKeepAlive)} (target 3x: ${verdicts.plainKeepAlive}), nonce ${fmt(ratios.nonceNewConnection)} (target 1x: ${verdicts.nonceNewConnection}), nonce keep-alive ${fmt(ratios.nonceKeepAlive)}, HTTP/1.0 listener ${fmt(ratios.http10NewConnection)} (target 1x: ${verdicts.http10NewConnection}); process alone: ${Object.values(processAlone).map(fmt).join(', ')}; the floors: bare uWS, same bytes ${fmt(ratios.responderFloorNewConnection)}, with a P-256 signature (against openssl's nonce answers) ${fmt(ratios.nonceFloorNewConnection)}, bare node:http on HTTP/1.0 ${fmt(ratios.http10FloorNewConnection)}`);
       const main = by.close;
       const openssl = by.openssl;
       const floor = by.floor;
@@ -190,6 +200,8 @@ export default {
       responder?.kill('SIGKILL');
       await bare.stop();
       await bareOcsp?.stop();
+      await bareNonce?.stop();
+      await bareHttp10?.stop();
       await service.stop();
     }
   },

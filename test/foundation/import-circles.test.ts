@@ -5,8 +5,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import ts from 'typescript';
+import { projectRoot } from '../../src/paths.js';
 
-const SRC = path.resolve(import.meta.dirname, '../../src');
+const SRC = path.join(projectRoot, 'src');
 
 function sourceFiles(dir: string): string[] {
   return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => {

@@ -5,15 +5,17 @@
 // its real counts, and audit retention shows its configured numbers and the latest pass (values checked).
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import t from 'tap';
 import { poolCounts, type Sql } from '../../src/db/client.js';
+import { projectRoot } from '../../src/paths.js';
 import { adminToken, AUTH_ENV } from '../helpers/auth.js';
 import { createTenant, createUser, fails, ok } from '../helpers/management.js';
 import { startTestService } from '../helpers/service.js';
 
 const KEK = randomBytes(32).toString('base64');
 const PROXIES = '10.9.8.0/24';
-const version = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+const version = (JSON.parse(readFileSync(path.join(projectRoot, 'package.json'), 'utf8')) as { version: string }).version;
 
 const ts = await startTestService(t, {
   ...AUTH_ENV, SVC_KEY_ENCRYPTION_KEY: KEK, SVC_TRUSTED_PROXY_CIDRS: PROXIES, SVC_DB_POOL_MAX: '7', SVC_REVISION: 'rev-4f2a9c1',

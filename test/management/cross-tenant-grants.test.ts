@@ -5,7 +5,9 @@
 // admin role, Globex's admin mints a token for it and administers Acme) is refused on each, a foreign
 // entity is answered exactly like an unknown one, and a platform role needs a platform administrator.
 import { readFile } from 'node:fs/promises';
+import path from 'node:path';
 import t from 'tap';
+import { migrationsDir } from '../../src/paths.js';
 import { AUTH_ENV, tokenFor } from '../helpers/auth.js';
 import { createEntity, createTenant, createUser, fails, ok, twoTenants } from '../helpers/management.js';
 import { capturingMailer, startTestService } from '../helpers/service.js';
@@ -13,7 +15,7 @@ import { capturingMailer, startTestService } from '../helpers/service.js';
 const PLATFORM_ADMIN_ROLE = '00000000-0000-0000-0000-000000000002';
 const UNKNOWN = '6f1c2a3e-0000-4000-8000-000000000999';
 
-const MIGRATION_0070 = await readFile(new URL('../../sql/0070_delete_cross_tenant_memberships.sql', import.meta.url), 'utf8');
+const MIGRATION_0070 = await readFile(path.join(migrationsDir, '0070_delete_cross_tenant_memberships.sql'), 'utf8');
 const mailer = capturingMailer();
 const ts = await startTestService(t, AUTH_ENV, undefined, { mailer });
 const sql = ts.service.sql;
