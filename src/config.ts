@@ -80,6 +80,7 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
   const lists = {
     defaultLimit: r.int('SVC_LIST_DEFAULT_LIMIT', 20, 1, 10_000),
     maxLimit: r.int('SVC_LIST_MAX_LIMIT', 100, 1, 10_000),
+    dbConnections: r.int('SVC_LIST_DB_CONNECTIONS', 4, 1, 256),
   };
   if (lists.defaultLimit > lists.maxLimit) r.problem('SVC_LIST_DEFAULT_LIMIT must not exceed SVC_LIST_MAX_LIMIT');
 

@@ -209,6 +209,11 @@ export async function startService(env: Record<string, string | undefined>, opti
       await auth.invalidate(toAuthInvalidation(change));
     };
     const lists = config.lists;
+    // Plain list pages on connections of their own with generic plans (db/paging.ts listingSql), scoped
+    // like the shared pool so a custom endpoint's time limit reaches them too.
+    const listConnections = createGenericPlanPool(url, { name: 'svc-lists', max: lists.dbConnections, connectTimeoutSecs: config.database.connectTimeoutSecs });
+    closers.push({ name: 'list connections', close: () => listConnections.end({ timeout: 5 }) });
+    const pages = scopedPool(listConnections);
     // Every JSON document a caller stores is bounded in bytes and nesting (SVC_JSON_DOCUMENT_MAX_*).
     const documents = config.documents;
     // The certificate authority (issue 25): authorities from configuration, tenant issuers, issuance, revocation.
@@ -248,9 +253,9 @@ export async function startService(env: Record<string, string | undefined>, opti
       closers.push({ name: 'pki outbox relay', close: () => relay.stop() });
     }
     const profiles = createProfilesService({ sql: domainSql, authz, audit, lists, documents });
-    const identity = createIdentityService({ sql: domainSql, authz, audit, invalidate, lists, documents, profiles, certificates: pki.entityHooks });
+    const identity = createIdentityService({ sql: domainSql, pages, authz, audit, invalidate, lists, documents, profiles, certificates: pki.entityHooks });
     const tenants = createTenantsService({
-      sql: domainSql, authz, audit, invalidate, lists, documents, retentionSecs: config.tenantRetentionSecs, seedTenant: profiles.seedTenant,
+      sql: domainSql, pages, authz, audit, invalidate, lists, documents, retentionSecs: config.tenantRetentionSecs, seedTenant: profiles.seedTenant,
       certificates: pki.tenantHooks,
     });
     const members = createMembersService({
@@ -258,13 +263,13 @@ export async function startService(env: Record<string, string | undefined>, opti
       invitationExpirySecs: config.auth.invitationExpirySecs, publicBaseUrl: config.publicBaseUrl,
     });
 
-    const resources = createResourceService({ sql: domainSql, authz, audit, invalidate, lists, documents });
-    const groups = createGroupService({ sql: domainSql, authz, audit, invalidate, lists, documents });
+    const resources = createResourceService({ sql: domainSql, pages, authz, audit, invalidate, lists, documents });
+    const groups = createGroupService({ sql: domainSql, pages, authz, audit, invalidate, lists, documents });
     const groupMembership = createMembershipService({ sql: domainSql, authz, audit, invalidate });
     const policies = createPolicyServices({ sql: domainSql, authz, audit, invalidate, lists, documents });
     const roles = createRoleService({ sql: domainSql, authz, audit, invalidate, lists });
     const roleAssignments = createAssignmentService({ sql: domainSql, authz, audit, invalidate, lists });
-    const auditReader = createAuditReader({ sql: domainSql, authz, audit, lists });
+    const auditReader = createAuditReader({ sql: domainSql, pages, authz, audit, lists });
     // Custom endpoints run their operations through the executor built below from the schema they extend.
     let graphqlExecutor: GraphqlExecutor | undefined;
     const customEndpoints = createCustomEndpoints({

@@ -63,6 +63,11 @@ export function createWorkerPool(options: { threads: number; maxQueue: number; w
         if (err instanceof Error && err.name === 'AbortError') {
           throw new AppError('UNAVAILABLE', `worker task ${task} aborted`, { cause: err });
         }
+        // The thread running the task died (a fatal error, out of memory, terminated): piscina starts
+        // another. The task's result never came back, so nothing of it was used: the caller may retry.
+        if (err instanceof Error && /^worker exited with code|^Terminating worker thread/.test(err.message)) {
+          throw new AppError('UNAVAILABLE', `worker thread exited during ${task}; nothing was done, retry`, { cause: err, retryAfterSeconds: 1 });
+        }
         throw new AppError('INTERNAL', 'internal error', { cause: err });
       }
     },

@@ -1,8 +1,6 @@
 // Grants applied before paging: which tenants' objects of a kind a caller may list.
 import type { Principal } from '../auth/principal.js';
 import type { Authz, ObjectKind } from '../authz/types.js';
-import type { Queryable } from '../db/client.js';
-import { connectedTenantIds } from './queries.js';
 
 /** null = every tenant (a platform-wide grant); otherwise the tenants whose whole kind is readable. */
 export type ReadableTenants = string[] | null;
@@ -14,7 +12,7 @@ export type ReadableTenants = string[] | null;
  * question, so listings never widen what a token may see.
  */
 export async function readableTenants(
-  deps: { sql: Queryable; authz: Authz },
+  deps: { authz: Authz },
   principal: Principal,
   action: string,
   kind: ObjectKind,
@@ -24,7 +22,7 @@ export async function readableTenants(
   const options = action === 'read' ? { readingFrozenTenant: true } : {};
   const platform = await deps.authz.decide(principal, action, { kind, id: null, tenantId: null }, options);
   if (platform.allowed) return null;
-  const candidates = requestedTenantId ? [requestedTenantId] : await connectedTenantIds(deps.sql, principal.entityId);
+  const candidates = requestedTenantId ? [requestedTenantId] : await deps.authz.connectedTenants(principal);
   const decisions = await Promise.all(
     candidates.map((tenantId) => deps.authz.decide(principal, action, { kind, id: null, tenantId }, options)),
   );

@@ -1,7 +1,7 @@
 // SQL of reading the audit log: filtered pages, and a server-side cursor of JSON lines for the export.
 import type postgres from 'postgres';
 import type { Queryable } from '../db/client.js';
-import { selectRows, type ListResult, type Page } from '../db/paging.js';
+import { restrictsBeyondTenant, selectRows, type ListResult, type Page } from '../db/paging.js';
 
 export interface AuditLogRow {
   id: string;
@@ -34,7 +34,7 @@ export interface AuditFilter {
 
 function whereOf(sql: Queryable, f: AuditFilter) {
   const conds: postgres.PendingQuery<postgres.Row[]>[] = [];
-  if (f.visibleTenantIds !== null) conds.push(sql`a.tenant_id = any(${f.visibleTenantIds}::uuid[])`);
+  if (restrictsBeyondTenant(f.visibleTenantIds, f.tenantId)) conds.push(sql`a.tenant_id = any(${f.visibleTenantIds}::uuid[])`);
   if (f.tenantId) conds.push(sql`a.tenant_id = ${f.tenantId}`);
   if (f.actorEntityId) conds.push(sql`a.actor_entity_id = ${f.actorEntityId}`);
   if (f.targetKind) conds.push(sql`a.target_kind = ${f.targetKind}`);
@@ -52,6 +52,14 @@ function whereOf(sql: Queryable, f: AuditFilter) {
   if (f.from) conds.push(sql`a.created_at >= ${f.from}`);
   if (f.to) conds.push(sql`a.created_at < ${f.to}`);
   return conds.length ? conds.reduce((x, c) => sql`${x} and ${c}`) : sql`true`;
+}
+
+/**
+ * A listing whose plan does not depend on the values bound (db/paging.ts listingSql): no time range or
+ * event prefix (their selectivity is the values'), no visibility array beyond the tenant asked for.
+ */
+export function plainAuditListing(f: AuditFilter): boolean {
+  return !f.from && !f.to && !f.event?.endsWith('.*') && !restrictsBeyondTenant(f.visibleTenantIds, f.tenantId);
 }
 
 /** Newest first (the index on created_at desc, id desc serves it). */

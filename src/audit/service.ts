@@ -4,10 +4,10 @@ import type { Principal } from '../auth/principal.js';
 import type { Authz } from '../authz/index.js';
 import { readableTenants } from '../access/readable-scope.js';
 import type { Sql } from '../db/client.js';
-import { pageOf, type ListResult } from '../db/paging.js';
+import { listingSql, pageOf, type ListResult } from '../db/paging.js';
 import { forbidden, invalidInput } from '../errors.js';
 import * as v from '../validate.js';
-import { auditLogLines, listAuditLogs, type AuditFilter, type AuditLogRow } from './log-queries.js';
+import { auditLogLines, listAuditLogs, plainAuditListing, type AuditFilter, type AuditLogRow } from './log-queries.js';
 import type { AuditWriter } from './writer.js';
 
 export const AUDIT_OUTCOMES = ['allow', 'deny', 'error'] as const;
@@ -16,6 +16,8 @@ const ISO_DATE = /^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2
 
 export interface AuditReaderDeps {
   sql: Sql;
+  /** Generic-plan connections for plain list pages (db/paging.ts listingSql); absent: the shared pool. */
+  pages?: Sql;
   authz: Authz;
   audit: AuditWriter;
   lists: { defaultLimit: number; maxLimit: number };
@@ -52,7 +54,7 @@ export function createAuditReader(deps: AuditReaderDeps) {
   /** null: every entry; otherwise the readable tenants (FORBIDDEN when none, or when the one asked for is not). */
   async function visibleTenants(p: Principal, tenantId?: string): Promise<string[] | null> {
     if (await authz.isPlatformAdmin(p)) return null;
-    const tenants = await readableTenants({ sql, authz }, p, 'read', 'audit_log', tenantId);
+    const tenants = await readableTenants({ authz }, p, 'read', 'audit_log', tenantId);
     if (tenants !== null && tenants.length === 0) throw forbidden();
     return tenants;
   }
@@ -60,7 +62,8 @@ export function createAuditReader(deps: AuditReaderDeps) {
   return {
     async list(p: Principal, args: Args): Promise<ListResult<AuditLogRow>> {
       const filter = parseAuditFilter(args);
-      return listAuditLogs(sql, { ...filter, visibleTenantIds: await visibleTenants(p, filter.tenantId) }, pageOf(args, bounds));
+      const f: AuditFilter = { ...filter, visibleTenantIds: await visibleTenants(p, filter.tenantId) };
+      return listAuditLogs(listingSql(sql, deps.pages, plainAuditListing(f)), f, pageOf(args, bounds));
     },
 
     async entityLogs(p: Principal, entityId: unknown, args: Args): Promise<ListResult<AuditLogRow>> {

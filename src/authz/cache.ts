@@ -4,7 +4,7 @@
 import { LRUCache } from 'lru-cache';
 import { createIndexedLru, type IndexedLru } from '../indexed-lru.js';
 import type { Decision } from './types.js';
-import type { Cached, Ceiling, CompiledPolicy, ObjectFacts, SubjectGrants, TenantFacts } from './model.js';
+import type { Cached, Ceiling, CompiledPolicy, ObjectFacts, SubjectGrants, SubjectTenants, TenantFacts } from './model.js';
 
 export interface CacheLimits {
   subjects: number;
@@ -31,6 +31,8 @@ export interface AuthzCache {
   readonly objects: LRUCache<string, ObjectFacts>;
   readonly tenants: LRUCache<string, TenantFacts>;
   readonly ceilings: LRUCache<string, Ceiling>;
+  /** Connected tenants by subject id: dropped by the subject's invalidations and any of its tenants'. */
+  readonly connections: LRUCache<string, SubjectTenants>;
   readonly decisions: LRUCache<string, CachedDecision>;
   /** Bumped by every invalidation: a load that started before it must not be stored. */
   readonly generation: number;
@@ -97,7 +99,8 @@ export function createAuthzCache(limits: CacheLimits): AuthzCache {
   }, (o) => o.refs);
   const tenants = factCache<TenantFacts>({ max: 100_000 }, () => NO_REFS);
   const ceilings = factCache<Ceiling>({ max: limits.subjects }, (c) => c.refs);
-  const facts = [grants, policies, objects, tenants, ceilings];
+  const connections = factCache<SubjectTenants>({ max: limits.subjects }, (c) => c.refs);
+  const facts = [grants, policies, objects, tenants, ceilings, connections];
   const decisions = new LRUCache<string, CachedDecision>({
     max: limits.decisions,
     maxSize: share(0.25),
@@ -108,7 +111,8 @@ export function createAuthzCache(limits: CacheLimits): AuthzCache {
   let invalidations = 0;
 
   return {
-    grants: grants.cache, policies: policies.cache, objects: objects.cache, tenants: tenants.cache, ceilings: ceilings.cache, decisions,
+    grants: grants.cache, policies: policies.cache, objects: objects.cache, tenants: tenants.cache, ceilings: ceilings.cache,
+    connections: connections.cache, decisions,
     get generation() {
       return generation;
     },
@@ -132,7 +136,8 @@ export function createAuthzCache(limits: CacheLimits): AuthzCache {
       // Policies first: subjects holding a shared policy that just went stale go with it.
       const stalePolicies = policies.drop(ids);
       for (const p of stalePolicies) ids.add(POLICY_REF + p.signature);
-      return stalePolicies.length + grants.drop(ids).length + objects.drop(ids).length + tenants.drop(ids).length + ceilings.drop(ids).length;
+      return stalePolicies.length + grants.drop(ids).length + objects.drop(ids).length + tenants.drop(ids).length + ceilings.drop(ids).length
+        + connections.drop(ids).length;
     },
     clear() {
       generation++;

@@ -57,6 +57,11 @@ export interface Engine {
   subject(subjectId: string): Promise<SubjectFacts | null>;
   /** The subject's cached facts, synchronously, or undefined when not cached. */
   peekSubject(subjectId: string): SubjectFacts | undefined;
+  /**
+   * The live tenants a subject is connected to (home, role assignments direct or through principal groups,
+   * active memberships), cached and dropped by the invalidations of the subject and of those tenants.
+   */
+  connectedTenants(subjectId: string): Promise<readonly string[]>;
   /** Facts of one object (cached like the decision path's), or null when it does not exist. */
   objectFacts(kind: string, id: string): Promise<ObjectFacts | null>;
   /** Clears the loaded action catalog (actions or applicability changed). */
@@ -271,6 +276,7 @@ export function createEngine(deps: { sql: Queryable; cache: AuthzCache; now?: ()
       return hit?.subject;
     },
     policyForExplain: load.policyForExplain,
+    connectedTenants: async (id) => (await load.connections(id)).tenantIds,
     catalog: load.catalog,
     conditionInput,
     resetCatalog: load.resetCatalog,

@@ -6,8 +6,10 @@ import {
   bindingsOf, blockIdsOf, compileCatalog, compileCeiling, compileGrants, compileObject, compilePolicy, compileSubject, compileTenant,
   policySignature, type ActionCatalog,
 } from './compile.js';
-import type { Ceiling, CompiledPolicy, ObjectFacts, SubjectGrants, TenantFacts } from './model.js';
-import { selectActionCatalog, selectBlocks, selectCeiling, selectGrants, selectObject, selectSubject, selectTenant } from './queries.js';
+import type { Ceiling, CompiledPolicy, ObjectFacts, SubjectGrants, SubjectTenants, TenantFacts } from './model.js';
+import {
+  selectActionCatalog, selectBlocks, selectCeiling, selectConnectedTenants, selectGrants, selectObject, selectSubject, selectTenant,
+} from './queries.js';
 
 export interface Loaders {
   catalog(): Promise<ActionCatalog>;
@@ -21,6 +23,7 @@ export interface Loaders {
   object(kind: string, id: string): Promise<ObjectFacts | null>;
   tenant(id: string): Promise<TenantFacts | null>;
   ceiling(credentialId: string): Promise<Ceiling>;
+  connections(subjectId: string): Promise<SubjectTenants>;
   /** True when a load that started at generation `gen` may be stored. */
   storable(gen: number): boolean;
 }
@@ -117,6 +120,22 @@ export function createLoaders(deps: { sql: Queryable; cache: AuthzCache; now: ()
     });
   }
 
+  function loadConnections(subjectId: string): Promise<SubjectTenants> {
+    const hit = fresh(cache.connections.get(subjectId));
+    if (hit) return Promise.resolve(hit);
+    return cache.dedupe(`n:${subjectId}`, async () => {
+      const gen = cache.generation;
+      const rows = await selectConnectedTenants(sql, subjectId);
+      const connections: SubjectTenants = {
+        stale: false, expiresAt: now() + cache.ttlMs,
+        tenantIds: rows.filter((r) => !r.deleted).map((r) => r.id),
+        refs: new Set([subjectId, ...rows.map((r) => r.id)]),
+      };
+      if (storable(gen)) cache.connections.set(subjectId, connections);
+      return connections;
+    });
+  }
+
   return {
     catalog: loadCatalog,
     get loadedCatalog() {
@@ -132,6 +151,7 @@ export function createLoaders(deps: { sql: Queryable; cache: AuthzCache; now: ()
     object: loadObject,
     tenant: loadTenant,
     ceiling: loadCeiling,
+    connections: loadConnections,
     storable,
   };
 }

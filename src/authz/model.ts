@@ -108,6 +108,17 @@ export interface TenantFacts extends Cached {
   view: Record<string, unknown>;
 }
 
+/**
+ * The tenants a subject is connected to (its home tenant, the tenants of its role assignments, direct or
+ * through principal groups, and those it is an active member of): the candidates of its listings.
+ */
+export interface SubjectTenants extends Cached {
+  /** Live tenants, in creation order. */
+  tenantIds: readonly string[];
+  /** The subject and every connected tenant, deleted ones included (a restore must drop it too). */
+  refs: Set<string>;
+}
+
 export interface CeilingRule extends Scope {
   actions: ReadonlySet<string>;
   conditions: CompiledConditions | null;

@@ -252,6 +252,28 @@ export async function selectTenant(sql: Queryable, id: string): Promise<TenantRo
   return row;
 }
 
+export interface ConnectedTenantRow {
+  id: string;
+  deleted: boolean;
+}
+
+/**
+ * Tenants a subject reaches: its home tenant, tenants of its role assignments (direct or through its
+ * principal groups), and tenants it is an active member of, deleted ones flagged, in creation order. One
+ * branch per path, each an index lookup (an OR of the four across the tenants table scanned every tenant).
+ */
+export async function selectConnectedTenants(sql: Queryable, entityId: string): Promise<ConnectedTenantRow[]> {
+  return sql<ConnectedTenantRow[]>`
+    select t.id, t.deleted_at is not null as deleted from tenants t
+    where t.id in (
+      select e.tenant_id from entities e where e.id = ${entityId}
+      union select ra.tenant_id from role_assignments ra where ra.entity_id = ${entityId}
+      union select ra.tenant_id from principal_group_members pgm join role_assignments ra on ra.group_id = pgm.group_id
+            where pgm.entity_id = ${entityId}
+      union select m.tenant_id from tenant_memberships m where m.entity_id = ${entityId} and m.status = 'active')
+    order by t.created_at, t.id`;
+}
+
 export interface CeilingRow {
   id: string;
   entity_id: string;

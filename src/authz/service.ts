@@ -163,6 +163,7 @@ export function createAuthz(deps: AuthzDeps): AuthzService {
       const d = await authorize({ subjectId: principal.entityId, action: 'manage', object: { kind: 'tenant', id: null, tenantId: null } });
       return d.allowed;
     },
+    connectedTenants: (principal) => engine.connectedTenants(principal.entityId),
     async invalidate(change) {
       apply(change);
       try {

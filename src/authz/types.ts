@@ -81,6 +81,12 @@ export interface Authz {
   decide(principal: Principal, action: string, object: ObjectRef, options?: DecideOptions): Promise<Decision>;
   /** Like decide, but throws FORBIDDEN with the exact message 'forbidden' when denied. */
   require(principal: Principal, action: string, object: ObjectRef, options?: DecideOptions): Promise<void>;
+  /**
+   * The live tenants the caller's entity is connected to (home tenant, role assignments direct or through
+   * principal groups, active memberships): the candidates of its listings, not a grant. Cached like its
+   * grants and dropped by the same invalidations (and by any of those tenants').
+   */
+  connectedTenants(principal: Principal): Promise<readonly string[]>;
   /** manage at platform scope, without a ceiling (scoped tokens are never platform administrators). */
   isPlatformAdmin(principal: Principal): Promise<boolean>;
   /**

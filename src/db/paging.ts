@@ -40,6 +40,18 @@ export function restrictsBeyondTenant(readableTenantIds: string[] | null, tenant
   return !(typeof tenantId === 'string' && readableTenantIds.includes(tenantId));
 }
 
+/**
+ * The connections a page is read through. A plain listing (a tenant or everything, equality filters, an
+ * order: the admin UI's default) gets the same plan whatever the values, so it runs on `generic`
+ * (createGenericPlanPool), planned once per connection instead of on every call (planning was about 60%
+ * of a plain page's PostgreSQL CPU). A search (free text, JSON containment, a time range) or a
+ * readable-tenant array stays on the shared pool's custom plans: a generic plan costs `= any($n)` at a
+ * default size and scanned every tenant where the custom plan took one key.
+ */
+export function listingSql(shared: Queryable, generic: Queryable | undefined, plain: boolean): Queryable {
+  return plain && generic !== undefined ? generic : shared;
+}
+
 type Fragment = postgres.PendingQuery<postgres.Row[]> | postgres.Fragment;
 
 /**

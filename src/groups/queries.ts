@@ -150,6 +150,11 @@ export interface GroupFilter {
   dir: 'asc' | 'desc';
 }
 
+/** A listing whose plan does not depend on the values bound (db/paging.ts listingSql). */
+export function plainGroupListing(f: GroupFilter): boolean {
+  return !f.q && !f.attributesContains && !restrictsBeyondTenant(f.readableTenantIds, f.tenantId);
+}
+
 export async function listGroups(sql: Queryable, f: GroupFilter, page: Page): Promise<ListResult<GroupRow>> {
   const conds: postgres.PendingQuery<postgres.Row[]>[] = [];
   if (f.deleted === 'live') conds.push(sql`g.deleted_at is null`);

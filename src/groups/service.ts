@@ -3,7 +3,7 @@ import type { AuditWriter } from '../audit/writer.js';
 import type { Principal } from '../auth/principal.js';
 import type { Authz, Invalidation } from '../authz/index.js';
 import type { Sql } from '../db/client.js';
-import { pageOf, type ListResult } from '../db/paging.js';
+import { listingSql, pageOf, type ListResult } from '../db/paging.js';
 import { invalidInput, notFound } from '../errors.js';
 import { readableTenants } from '../access/readable-scope.js';
 import * as v from '../validate.js';
@@ -17,6 +17,8 @@ export type GroupStatus = (typeof GROUP_STATUSES)[number];
 
 export interface GroupDeps {
   sql: Sql;
+  /** Generic-plan connections for plain list pages (db/paging.ts listingSql); absent: the shared pool. */
+  pages?: Sql;
   authz: Authz;
   audit: AuditWriter;
   /** Drops every cache that may hold the changed facts; call after the write committed. */
@@ -70,7 +72,7 @@ export function createGroupService(deps: GroupDeps) {
     if (deleted !== 'live') await guard.requirePlatformAdmin(p);
     const filter: q.GroupFilter = {
       tenantId,
-      readableTenantIds: await readableTenants({ sql, authz }, p, 'read', 'group', tenantId),
+      readableTenantIds: await readableTenants({ authz }, p, 'read', 'group', tenantId),
       deleted,
       order: optional(args, 'order') ? v.oneOf('order', args.order, Object.keys(q.GROUP_ORDER) as (keyof typeof q.GROUP_ORDER)[]) : 'created_at',
       dir: optional(args, 'dir') ? v.oneOf('dir', args.dir, v.SORT_DIRS) : 'asc',
@@ -82,7 +84,7 @@ export function createGroupService(deps: GroupDeps) {
     if (fixed.parentId) filter.parentId = fixed.parentId;
     else if (optional(args, 'parentId')) filter.parentId = v.uuid('parentId', args.parentId);
     if (optional(args, 'attributesContains')) filter.attributesContains = v.jsonDocument('attributesContains', args.attributesContains, deps.documents);
-    return q.listGroups(sql, filter, pageOf(args, deps.lists));
+    return q.listGroups(listingSql(sql, deps.pages, q.plainGroupListing(filter)), filter, pageOf(args, deps.lists));
   }
 
   /** Both groups must be live object groups of one tenant; the caller manages both. */

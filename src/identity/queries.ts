@@ -140,6 +140,11 @@ export interface EntityFilter {
   dir: 'asc' | 'desc';
 }
 
+/** A listing whose plan does not depend on the values bound (db/paging.ts listingSql). */
+export function plainEntityListing(f: EntityFilter): boolean {
+  return !f.q && !f.attributesContains && !restrictsBeyondTenant(f.readableTenantIds, f.tenantId);
+}
+
 /** include.groups: whether the page shows each entity's object groups (the answer asks for them). */
 export async function listEntities(sql: Queryable, f: EntityFilter, page: Page, include = { groups: true }): Promise<ListResult<EntityRow>> {
   const conds: postgres.PendingQuery<postgres.Row[]>[] = [];

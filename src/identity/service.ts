@@ -3,7 +3,7 @@ import type { AuditWriter } from '../audit/writer.js';
 import type { Principal } from '../auth/principal.js';
 import type { Authz, Invalidation } from '../authz/types.js';
 import type { Queryable, Sql } from '../db/client.js';
-import { pageOf, type ListResult } from '../db/paging.js';
+import { listingSql, pageOf, type ListResult } from '../db/paging.js';
 import { invalidInput, notFound } from '../errors.js';
 import { createAccessGuard } from '../access/guard.js';
 import { readableTenants } from '../access/readable-scope.js';
@@ -18,6 +18,8 @@ export const AUTHENTICATED_USERS_GROUP = '00000000-0000-0000-0000-000000000005';
 
 export interface IdentityDeps {
   sql: Sql;
+  /** Generic-plan connections for plain list pages (db/paging.ts listingSql); absent: the shared pool. */
+  pages?: Sql;
   /** Device types: checks a binding and validates attributes against the bound version's schema. */
   profiles: Pick<ProfilesService, 'bind'>;
   authz: Authz;
@@ -118,7 +120,7 @@ export function createIdentityService(deps: IdentityDeps) {
       const tenantId = args.tenantId === undefined || args.tenantId === null ? undefined : v.uuid('tenantId', args.tenantId);
       const deleted = args.deleted === undefined || args.deleted === null ? 'live' : v.oneOf('deleted', args.deleted, v.DELETED_FILTERS);
       if (deleted !== 'live') await guard.requirePlatformAdmin(p);
-      const readable = await readableTenants({ sql, authz }, p, 'read', 'entity', tenantId);
+      const readable = await readableTenants({ authz }, p, 'read', 'entity', tenantId);
       const filter: q.EntityFilter = {
         tenantId,
         readableTenantIds: readable,
@@ -138,7 +140,7 @@ export function createIdentityService(deps: IdentityDeps) {
         filter.parentGroupId = v.uuid('parentGroupId', args.parentGroupId);
         filter.includeDescendants = args.includeDescendants === true;
       }
-      return q.listEntities(sql, filter, pageOf(args, deps.lists), include);
+      return q.listEntities(listingSql(sql, deps.pages, q.plainEntityListing(filter)), filter, pageOf(args, deps.lists), include);
     },
 
     async update(p: Principal, id: unknown, input: Record<string, unknown>): Promise<q.EntityRow> {

@@ -26,52 +26,53 @@ export interface BatchLiterals {
   counted: { channels: string; messages: string };
 }
 
+// The batch statement's parameters, in order: per source ($1-$5), per row ($6-$10), per channel of the
+// batch ($11-$12), then the rarer columns ($13-$17) in the statement that carries them.
+const SOURCE_COLUMNS = `($1::uuid[])[m.p], ($2::uuid[])[m.p], ($3::uuid[])[m.p], ($4::text[])[m.p], ($5::text[])[m.p]`;
+const ROW_ARRAYS = `unnest($6::int[]) as p, unnest($7::text[]) as name, unnest($8::text[]) as unit,
+       unnest($9::float8[]) as time, unnest($10::float8[]) as value`;
 /**
  * The batch's rows per channel added to today's counters (UTC day of now(), the rows' received_at), in
  * channel order so that two writers upserting the same channels lock them in the same order.
  */
-function addCounts(sql: Queryable, b: BatchLiterals) {
-  return sql`
-    insert into message_counts (channel_id, day, messages)
-    select c.channel_id, (now() at time zone 'UTC')::date, c.messages
-    from unnest(${b.counted.channels}::uuid[], ${b.counted.messages}::int8[]) as c(channel_id, messages)
-    order by 1
-    on conflict (channel_id, day) do update set messages = message_counts.messages + excluded.messages`;
-}
+const ADD_COUNTS = `insert into message_counts (channel_id, day, messages)
+select c.channel_id, (now() at time zone 'UTC')::date, c.messages
+from unnest($11::uuid[], $12::int8[]) as c(channel_id, messages)
+order by 1
+on conflict (channel_id, day) do update set messages = message_counts.messages + excluded.messages`;
 
-/** Each row's source columns (workspace, channel, publisher, protocol, subtopic), by its source number. */
-function sourceColumns(sql: Queryable, b: BatchLiterals) {
-  return sql`(${b.workspaces}::uuid[])[m.p], (${b.channels}::uuid[])[m.p], (${b.publishers}::uuid[])[m.p],
-             (${b.protocols}::text[])[m.p], (${b.subtopics}::text[])[m.p]`;
-}
+const INSERT_PLAIN = `with stored as (
+  insert into messages (workspace_id, channel_id, publisher_id, protocol, subtopic, name, unit, time, value)
+  select ${SOURCE_COLUMNS}, m.name, m.unit, m.time, m.value
+  from (select ${ROW_ARRAYS}) m)
+${ADD_COUNTS}`;
 
-/** The per-row arrays every batch has, unnested in step. */
-function rowArrays(sql: Queryable, b: BatchLiterals) {
-  return sql`unnest(${b.publish}::int[]) as p, unnest(${b.names}::text[]) as name, unnest(${b.units}::text[]) as unit,
-             unnest(${b.times}::float8[]) as time, unnest(${b.values}::float8[]) as value`;
-}
+const INSERT_EXTRA = `with stored as (
+  insert into messages (workspace_id, channel_id, publisher_id, protocol, subtopic, name, unit, time, value,
+                        string_value, bool_value, data_value, sum, update_time)
+  select ${SOURCE_COLUMNS}, m.name, m.unit, m.time, m.value, m.sv, m.bv, m.dv, m.sum, m.ut
+  from (select ${ROW_ARRAYS},
+               unnest($13::text[]) as sv, unnest($14::bool[]) as bv, unnest($15::text[]) as dv,
+               unnest($16::float8[]) as sum, unnest($17::float8[]) as ut) m)
+${ADD_COUNTS}`;
 
 /**
  * One statement per batch: the rows, and their counters in a CTE of the same statement, so both commit
  * or neither does. The statement text is fixed (one per shape, with or without the rarer columns), so
- * each writer connection prepares it once. The arrays are unnested in the select list (ProjectSet, in
- * step) rather than in FROM, which would first copy every row into a tuplestore.
+ * each writer connection prepares it once; it is a constant rather than a template of fragments because
+ * postgres.js would otherwise rebuild the text from its fragments for every batch (measured: about 6-17%
+ * of the writer process's CPU per 64-row batch, bench/results/HISTORY.md 2026-11-28). The parameters are
+ * array literals (batch-literals.ts); each cast gives its parameter's type, as the template's casts did.
+ * The arrays are unnested in the select list (ProjectSet, in step) rather than in FROM, which would first
+ * copy every row into a tuplestore.
  */
 export function insertBatch(sql: Queryable, b: BatchLiterals) {
   const e = b.extra;
-  const rows = e === null
-    ? sql`
-        insert into messages (workspace_id, channel_id, publisher_id, protocol, subtopic, name, unit, time, value)
-        select ${sourceColumns(sql, b)}, m.name, m.unit, m.time, m.value
-        from (select ${rowArrays(sql, b)}) m`
-    : sql`
-        insert into messages (workspace_id, channel_id, publisher_id, protocol, subtopic, name, unit, time, value,
-                              string_value, bool_value, data_value, sum, update_time)
-        select ${sourceColumns(sql, b)}, m.name, m.unit, m.time, m.value, m.sv, m.bv, m.dv, m.sum, m.ut
-        from (select ${rowArrays(sql, b)},
-                     unnest(${e.strings}::text[]) as sv, unnest(${e.bools}::bool[]) as bv, unnest(${e.data}::text[]) as dv,
-                     unnest(${e.sums}::float8[]) as sum, unnest(${e.updateTimes}::float8[]) as ut) m`;
-  return sql`with stored as (${rows}) ${addCounts(sql, b)}`;
+  const common = [b.workspaces, b.channels, b.publishers, b.protocols, b.subtopics, b.publish, b.names, b.units, b.times, b.values,
+    b.counted.channels, b.counted.messages];
+  return e === null
+    ? sql.unsafe(INSERT_PLAIN, common, { prepare: true })
+    : sql.unsafe(INSERT_EXTRA, [...common, e.strings, e.bools, e.data, e.sums, e.updateTimes], { prepare: true });
 }
 
 export interface MessageRow {

@@ -97,7 +97,7 @@ export function createProfilesService(deps: {
 
     async list(p: Principal, args: Record<string, unknown> & { limit?: number | null; offset?: number | null }) {
       const tenantId = args.tenantId ? v.uuid('tenantId', args.tenantId) : undefined;
-      const filter: q.ProfileFilter = { readableTenantIds: await readableTenants({ sql, authz }, p, 'read', 'tenant', tenantId) };
+      const filter: q.ProfileFilter = { readableTenantIds: await readableTenants({ authz }, p, 'read', 'tenant', tenantId) };
       if (tenantId) filter.tenantId = tenantId;
       if (args.objectKind) filter.objectKind = v.oneOf('objectKind', args.objectKind, PROFILE_OBJECT_KINDS);
       if (typeof args.kind === 'string' && args.kind) filter.kind = args.kind;

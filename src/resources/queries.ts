@@ -133,6 +133,11 @@ function whereOf(sql: Queryable, f: Omit<ResourceFilter, 'order' | 'dir'>) {
   return conds.length ? conds.reduce((a, c) => sql`${a} and ${c}`) : sql`true`;
 }
 
+/** A listing whose plan does not depend on the values bound (db/paging.ts listingSql). */
+export function plainResourceListing(f: ResourceFilter): boolean {
+  return !f.q && !f.attributesContains && !restrictsBeyondTenant(f.readableTenantIds, f.tenantId);
+}
+
 /** include.groups: whether the page shows each resource's object groups (the answer asks for them). */
 export async function listResources(sql: Queryable, f: ResourceFilter, page: Page, include = { groups: true }): Promise<ListResult<ResourceRow>> {
   const dir = f.dir === 'desc' ? sql`desc` : sql`asc`;

@@ -3,7 +3,7 @@ import type { AuditWriter } from '../audit/writer.js';
 import type { Principal } from '../auth/principal.js';
 import type { Authz, Invalidation } from '../authz/index.js';
 import type { Sql } from '../db/client.js';
-import { pageOf, type ListResult } from '../db/paging.js';
+import { listingSql, pageOf, type ListResult } from '../db/paging.js';
 import { invalidInput, notFound } from '../errors.js';
 import { createAccessGuard } from '../access/guard.js';
 import { findGroup, type GroupRow } from '../groups/index.js';
@@ -16,6 +16,8 @@ const KIND = /^[a-z0-9][a-z0-9_.-]{0,62}$/;
 
 export interface ResourceDeps {
   sql: Sql;
+  /** Generic-plan connections for plain list pages (db/paging.ts listingSql); absent: the shared pool. */
+  pages?: Sql;
   authz: Authz;
   audit: AuditWriter;
   /** Drops every cache that may hold the changed facts; call after the write committed. */
@@ -109,7 +111,7 @@ export function createResourceService(deps: ResourceDeps) {
       if (deleted !== 'live') await guard.requirePlatformAdmin(p);
       const filter: q.ResourceFilter = {
         tenantId,
-        readableTenantIds: await readableTenants({ sql, authz }, p, 'read', 'resource', tenantId),
+        readableTenantIds: await readableTenants({ authz }, p, 'read', 'resource', tenantId),
         deleted,
         order: optional(args, 'order') ? v.oneOf('order', args.order, Object.keys(q.RESOURCE_ORDER) as (keyof typeof q.RESOURCE_ORDER)[]) : 'created_at',
         dir: optional(args, 'dir') ? v.oneOf('dir', args.dir, v.SORT_DIRS) : 'asc',
@@ -121,12 +123,12 @@ export function createResourceService(deps: ResourceDeps) {
         filter.parentGroupId = v.uuid('parentGroupId', args.parentGroupId);
         filter.includeDescendants = args.includeDescendants === true;
       }
-      return q.listResources(sql, filter, pageOf(args, deps.lists), include);
+      return q.listResources(listingSql(sql, deps.pages, q.plainResourceListing(filter)), filter, pageOf(args, deps.lists), include);
     },
 
     async kinds(p: Principal, tenantIdArg: unknown): Promise<string[]> {
       const tenantId = tenantIdArg === undefined || tenantIdArg === null ? undefined : v.uuid('tenantId', tenantIdArg);
-      const readable = await readableTenants({ sql, authz }, p, 'read', 'resource', tenantId);
+      const readable = await readableTenants({ authz }, p, 'read', 'resource', tenantId);
       return q.listResourceKinds(sql, { tenantId, readableTenantIds: readable });
     },
 

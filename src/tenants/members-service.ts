@@ -79,8 +79,9 @@ export function createMembersService(deps: MembersDeps) {
   async function afterJoin(p: Principal, tenantId: string, entityId: string, assigned: Awaited<ReturnType<typeof join>>) {
     if (assigned) {
       authz.recordOverrides(assigned.guard, { actor: p, tenantId, operation: 'role_assignment.create', targetKind: 'role_assignment', targetId: assigned.id });
-      await deps.invalidate({ kind: 'subjects', entityIds: [entityId] });
     }
+    // Even without a role: the membership connects the entity to the tenant (its cached listing candidates).
+    await deps.invalidate({ kind: 'subjects', entityIds: [entityId] });
   }
 
   /**

@@ -111,11 +111,18 @@ export interface TenantFilter {
   dir: 'asc' | 'desc';
 }
 
+/**
+ * A listing whose plan does not depend on the values bound (db/paging.ts listingSql). A readable set is
+ * one: it is read by key, one index probe per readable tenant (below), whatever its size.
+ */
+export function plainTenantListing(f: TenantFilter): boolean {
+  return !f.q;
+}
+
 export async function listTenants(sql: Queryable, f: TenantFilter, page: Page): Promise<ListResult<TenantRow>> {
   const conds: postgres.PendingQuery<postgres.Row[]>[] = [];
   if (f.deleted === 'live') conds.push(sql`t.deleted_at is null`);
   if (f.deleted === 'deleted') conds.push(sql`t.deleted_at is not null`);
-  if (f.readableIds !== null) conds.push(sql`t.id = any(${f.readableIds}::uuid[])`);
   if (f.name) conds.push(sql`t.name = ${f.name}`);
   if (f.alias) conds.push(sql`lower(t.alias) = lower(${f.alias})`);
   if (f.status) conds.push(sql`t.status = ${f.status}`);
@@ -125,9 +132,15 @@ export async function listTenants(sql: Queryable, f: TenantFilter, page: Page): 
   }
   const where = conds.length ? conds.reduce((a, c) => sql`${a} and ${c}`) : sql`true`;
   const dir = f.dir === 'desc' ? sql`desc` : sql`asc`;
+  // The readable tenants (a caller without a platform-wide grant) are probed by key: `t.id = any($n)`
+  // planned generically costs the array at a default size and scans every tenant; the fence (offset 0)
+  // keeps the probe a lookup per readable id instead of a join the planner may turn into a scan.
+  const tenants = f.readableIds === null
+    ? sql`tenants t`
+    : sql`unnest(${f.readableIds}::uuid[]) readable(id) cross join lateral (select * from tenants where id = readable.id offset 0) t`;
   return selectRows<TenantRow & Record<string, unknown>>(sql, {
     columns: columns(sql),
-    from: sql`from tenants t where ${where}`,
+    from: sql`from ${tenants} where ${where}`,
     order: sql`${sql('t.' + TENANT_ORDER[f.order])} ${dir} nulls last, t.id ${dir}`,
   }, page);
 }

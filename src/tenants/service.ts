@@ -5,7 +5,7 @@ import type { Principal } from '../auth/principal.js';
 import { createTenantAdminRole } from '../authz/index.js';
 import type { Authz, Invalidation } from '../authz/types.js';
 import type { Queryable, Sql } from '../db/client.js';
-import { pageOf, type ListResult } from '../db/paging.js';
+import { listingSql, pageOf, type ListResult } from '../db/paging.js';
 import { forbidden, invalidInput, notFound } from '../errors.js';
 import { createAccessGuard } from '../access/guard.js';
 import { readableTenants } from '../access/readable-scope.js';
@@ -16,6 +16,8 @@ export const TENANT_STATUSES = ['active', 'inactive', 'frozen', 'deleted'] as co
 
 export interface TenantsDeps {
   sql: Sql;
+  /** Generic-plan connections for plain list pages (db/paging.ts listingSql); absent: the shared pool. */
+  pages?: Sql;
   authz: Authz;
   audit: AuditWriter;
   invalidate: (change: Invalidation) => Promise<void>;
@@ -113,7 +115,7 @@ export function createTenantsService(deps: TenantsDeps) {
       const admin = await authz.isPlatformAdmin(p);
       if (deleted !== 'live' && !admin) throw forbidden();
       // Platform administrators see every tenant; everyone else only the workspaces they may read.
-      const readableIds = admin ? null : (await readableTenants({ sql, authz }, p, 'read', 'tenant')) ?? null;
+      const readableIds = admin ? null : (await readableTenants({ authz }, p, 'read', 'tenant')) ?? null;
       const filter: q.TenantFilter = {
         readableIds,
         deleted,
@@ -124,7 +126,7 @@ export function createTenantsService(deps: TenantsDeps) {
       if (typeof args.name === 'string' && args.name) filter.name = args.name;
       if (typeof args.alias === 'string' && args.alias) filter.alias = args.alias;
       if (args.status) filter.status = v.oneOf('status', args.status, TENANT_STATUSES);
-      return q.listTenants(sql, filter, pageOf(args, deps.lists));
+      return q.listTenants(listingSql(sql, deps.pages, q.plainTenantListing(filter)), filter, pageOf(args, deps.lists));
     },
 
     async update(p: Principal, id: unknown, input: Record<string, unknown>): Promise<q.TenantRow> {
@@ -178,7 +180,10 @@ export function createTenantsService(deps: TenantsDeps) {
       // Revoked sessions and certificates stay revoked: members authenticate again.
       await q.restoreTenant(sql, row.id);
       record(p, 'tenant.restore', row.id);
-      return changed(row.id);
+      // Grants loaded while the tenant was deleted left its assignments out, so nothing cached names it:
+      // a tenant's invalidation cannot reach them. Restoring is rare; every instance drops everything.
+      await deps.invalidate({ kind: 'all' });
+      return load(row.id);
     },
 
     async purge(p: Principal, id: unknown): Promise<boolean> {
