@@ -70,7 +70,7 @@ function withNonce(/** @type {Buffer} */ request) {
 }
 
 /** 0 when the OCSPResponse says successful. */
-function ocspStatus(/** @type {Buffer} */ body) {
+export function ocspStatus(/** @type {Buffer} */ body) {
   if (body.length < 5 || body[0] !== 0x30) return -1;
   const first = /** @type {number} */ (body[1]);
   const off = first < 128 ? 2 : 2 + (first & 0x7f);

@@ -43,10 +43,11 @@ const running = new Set();
  * Start `node dist/src/main.js` from the repo root with the bench environment plus `env`.
  * DATABASE_URL: opts.databaseUrl, else the environment's, else a fresh bench_<random> dropped by stop().
  * nodeArgs go before the entry file (node's own options, e.g. --cpu-prof, which NODE_OPTIONS refuses).
- * @param {{env?: Record<string,string>, databaseUrl?: string, entry?: string, nodeArgs?: string[]}} [opts]
+ * onLine: every log line of the service (spawnServer's).
+ * @param {{env?: Record<string,string>, databaseUrl?: string, entry?: string, nodeArgs?: string[], onLine?: (line: string) => void}} [opts]
  * @returns {Promise<Service>}
  */
-export async function startService({ env = {}, databaseUrl, entry, nodeArgs = [] } = {}) {
+export async function startService({ env = {}, databaseUrl, entry, nodeArgs = [], onLine } = {}) {
   const main = entry ?? process.env.BENCH_SERVICE_ENTRY ?? join('dist', 'src', 'main.js');
   if (!existsSync(join(repoRoot, main))) throw new Error(`${main} not found under ${repoRoot}: run \`npm run build\` first`);
   const givenUrl = databaseUrl ?? process.env.DATABASE_URL;
@@ -56,7 +57,7 @@ export async function startService({ env = {}, databaseUrl, entry, nodeArgs = []
   try {
     // BENCH_SERVICE_NODE_ARGS: node flags for the service alone (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof").
     const envArgs = process.env.BENCH_SERVICE_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
-    server = await spawnServer({ args: [...nodeArgs, ...envArgs, main], cwd: repoRoot, env: { ...BASE_ENV, DATABASE_URL: url, ...env }, name: main });
+    server = await spawnServer({ args: [...nodeArgs, ...envArgs, main], cwd: repoRoot, env: { ...BASE_ENV, DATABASE_URL: url, ...env }, name: main, onLine });
   } catch (err) {
     if (ownDatabase) await dropDatabase(ownDatabase.name);
     throw err;
@@ -77,7 +78,7 @@ export async function stopAllServices() {
   await Promise.allSettled([...running].map((stop) => stop()));
 }
 
-async function createDatabase() {
+export async function createDatabase() {
   const name = `bench_${randomBytes(6).toString('hex')}`;
   const sql = postgres(ADMIN_DATABASE_URL, { max: 1, onnotice: () => {} });
   try {
@@ -91,7 +92,7 @@ async function createDatabase() {
 }
 
 /** @param {string} name */
-async function dropDatabase(name) {
+export async function dropDatabase(name) {
   const sql = postgres(ADMIN_DATABASE_URL, { max: 1, onnotice: () => {} });
   try {
     // FORCE: a pool connection the service failed to close must not leave the database behind.

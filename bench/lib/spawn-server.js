@@ -16,10 +16,11 @@ const TAIL_LINES = 40;
 /**
  * Spawn `node <args>` and resolve once it printed {"msg":"ready"}; reject if it exits or times out first.
  * ipc: give the child an IPC channel so a server of our own can exit when the bench dies (disconnect).
- * @param {{args: string[], env?: Record<string,string>, cwd?: string, name?: string, startTimeoutMs?: number, ipc?: boolean}} opts
+ * onLine: every line of stdout and stderr (stderr prefixed "[stderr] "), e.g. to keep a whole log.
+ * @param {{args: string[], env?: Record<string,string>, cwd?: string, name?: string, startTimeoutMs?: number, ipc?: boolean, onLine?: (line: string) => void}} opts
  * @returns {Promise<SpawnedServer>}
  */
-export function spawnServer({ args, env = {}, cwd = process.cwd(), name = 'server', startTimeoutMs = 60_000, ipc = false }) {
+export function spawnServer({ args, env = {}, cwd = process.cwd(), name = 'server', startTimeoutMs = 60_000, ipc = false, onLine }) {
   const stdio = /** @type {import('node:child_process').StdioOptions} */ (['ignore', 'pipe', 'pipe', ...(ipc ? ['ipc'] : [])]);
   const child = spawn(process.execPath, args, { cwd, env: { ...process.env, ...env }, stdio });
   if (ipc) child.channel?.unref(); // the channel alone must not keep the bench alive
@@ -30,6 +31,7 @@ export function spawnServer({ args, env = {}, cwd = process.cwd(), name = 'serve
   let ready = false;
   let logLinesAfterReady = 0;
   const pushTail = (/** @type {string} */ line) => {
+    onLine?.(line);
     tail.push(line);
     if (tail.length > TAIL_LINES) tail.shift();
   };
