@@ -13,11 +13,18 @@ const alice = await createUser(ts, 'alice');
 const acme = await createTenant(ts, alice.token, 'Acme', 'acme');
 await ok(ts, alice.token, 'mutation ($t: ID!) { createEntity(input: {kind: device, name: "d-1", tenantId: $t}) { id } }', { t: acme });
 
-/** The application_name of the connection whose last statement read `marker`'s table, after a listing. */
+/**
+ * The application_name of the connections whose last statement read `marker`'s table during a listing:
+ * only statements started after the request began count (an earlier one, e.g. createEntity's own read of
+ * the table on the shared pool, may still be a connection's last).
+ */
 async function ranOn(token: string, query: string, variables: Record<string, unknown>, marker: RegExp): Promise<string[]> {
+  const [started] = await ts.service.sql<{ since: Date }[]>`select clock_timestamp() as since`;
+  const since = started!.since;
   await ok(ts, token, query, variables);
   const rows = await ts.service.sql<{ name: string; query: string }[]>`
-    select application_name as name, query from pg_stat_activity where datname = current_database() and application_name like 'svc%'`;
+    select application_name as name, query from pg_stat_activity
+    where datname = current_database() and application_name like 'svc%' and query_start >= ${since}`;
   return rows.filter((r) => marker.test(r.query)).map((r) => r.name);
 }
 
