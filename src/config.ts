@@ -271,6 +271,10 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
     coapMaxObservations: r.int('SVC_COAP_MAX_OBSERVATIONS', 10_000, 1, 1_000_000),
     coapMaxObservationsPerDevice: r.int('SVC_COAP_MAX_OBSERVATIONS_PER_DEVICE', 16, 1, 100_000),
     coapRevalidateSecs: r.int('SVC_COAP_REVALIDATE_SECS', 60, 0, 86_400),
+    // The coap package keeps every answer for EXCHANGE_LIFETIME (247 s) to answer retransmissions, bounded
+    // by the answers' encoded bytes (32 MiB by default); each entry holds ~5 KB of heap for its ~15-100
+    // bytes, so a datagram flood grew the heap by GBs before this bound (test/proof/fuzz/listeners.test.ts).
+    coapResponseCacheBytes: r.int('SVC_COAP_RESPONSE_CACHE_BYTES', 65_536, 1024, 1 << 30),
     adminToken: r.secret('SVC_BROKER_ADMIN_TOKEN'),
     nodeAddress: r.optional('SVC_NODE_ADDRESS'),
     nodeHeartbeatMs: r.int('SVC_NODE_HEARTBEAT_MS', 5000, 100, 600_000),

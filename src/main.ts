@@ -446,6 +446,7 @@ export async function startService(env: Record<string, string | undefined>, opti
         messaging, log, authenticateDeviceKey: auth.authenticateDeviceKey,
         blocks: { maxMessageBytes: config.messaging.maxMessageBytes, maxHeldBytes: b.coapMaxBlockBytesHeld, timeoutMs: b.coapBlockTimeoutSecs * 1000 },
         observe: { maxObservations: b.coapMaxObservations, maxPerDevice: b.coapMaxObservationsPerDevice, revalidateSecs: b.coapRevalidateSecs },
+        responseCacheBytes: b.coapResponseCacheBytes,
       });
       ports.coap = await bindProtocol('coap', 'SVC_COAP_ADDR', addr, () => coap.listen(addr.host, addr.port));
       coapServer = coap;

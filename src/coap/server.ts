@@ -35,6 +35,11 @@ export interface CoapDeps {
   log: Logger;
   blocks: BlockLimits;
   observe: ObserveSettings;
+  /**
+   * The encoded bytes of the answers kept to repeat them to retransmissions (the package's LRU, 247 s);
+   * unset, the package's 32 MiB, which lets a flood of small answers hold GBs of heap.
+   */
+  responseCacheBytes?: number;
 }
 
 // Content-Formats a SenML JSON pack may arrive with (110, and generic JSON 50, which constrained clients
@@ -86,7 +91,7 @@ export function createCoapServer(deps: CoapDeps): CoapServer {
     }
   }
 
-  const server = coap.createServer({ type: 'udp4' }, (req: Req, res: Res | Notifier) => {
+  const server = coap.createServer({ type: 'udp4', cacheSize: deps.responseCacheBytes }, (req: Req, res: Res | Notifier) => {
     // A response the package cannot send (too large, the socket gone) is an 'error' event on it: logged,
     // never an uncaught exception; an observation's stream then ends, which forgets it.
     res.on('error', (err: Error) => log.debug('coap response failed', { err: err.message }));

@@ -36,8 +36,9 @@ export function createAuthorityRevocation(deps: { sql: Sql; access: PkiAccess; r
           throw invalidInput('only authorities the platform intermediate signed (tenant intermediates, the platform leaf issuer) are revoked here; '
             + 'the root and the platform intermediate are revoked by the operator, in the root\'s CRL (their keys are offline or from configuration)');
         }
-        // Already revoked: the first reason stands; a leaf an issuance that raced the revocation committed
-        // afterwards (it read the authority before) is swept now.
+        // Already revoked: the first reason stands; any leaf still active under it is swept now (issuance
+        // cannot commit one after the revocation: its write reads the issuer FOR SHARE; rows written
+        // directly, or before that guard existed, can be there).
         if (row.revoked_at) return { row, entries: await revocation.revokeLeavesOf(tx, row.id, p.entityId, requestId) };
         if (!row.parent_id || !row.serial_number || !row.certificate_der) throw invalidInput(`authority ${row.id} has no certificate to revoke (it is ${row.status})`);
         const entries = await revocation.revokeAuthorityInside(tx, { ...row, parent_id: row.parent_id, serial_number: row.serial_number }, reason, p.entityId, requestId);

@@ -231,12 +231,23 @@ export interface IssuanceRows {
  */
 export async function writeIssuances(sql: Queryable, rows: IssuanceRows, extra: PendingQuery[]): Promise<void> {
   const more = extra.reduce((acc, q, i) => sql`${acc}, ${sql(`x${i}`)} as (${q})`, sql``);
+  const issuerIds = [...new Set(rows.certificates.map((c) => c.issuer_id))];
+  // The issuers are read FOR SHARE, with the predicate of an authority that issues, in this statement:
+  // revokeAuthority (and a retirement's UPDATE) takes the row for update, so either it commits first and
+  // this statement re-reads the row, now refused, or it waits for this commit and revokes these leaves.
+  // A refused issuer leaves its certificate's issuer_id null, which credentials__certificate_has_issuer
+  // rejects: the whole statement fails (nothing of it is written) and the batcher retries each issuance
+  // alone, so only those under the refused issuer fail (ISSUER_REFUSED_CONSTRAINT, mapped by issuance.ts).
   await sql`
-    with c as (
+    with a as (
+      select id from pki_authorities where id = any(${issuerIds}::uuid[]) and issuance_enabled and revoked_at is null
+      for share
+    ), c as (
       insert into credentials (id, entity_id, kind, identifier, issuer_id, status, metadata, expires_at, created_by)
-      select r.id, r.entity_id, 'certificate', r.identifier, r.issuer_id, 'active', r.metadata, r.expires_at, r.created_by
+      select r.id, r.entity_id, 'certificate', r.identifier, a.id, 'active', r.metadata, r.expires_at, r.created_by
       from jsonb_to_recordset(${sql.json(rows.certificates as never)}) as r(
         id uuid, entity_id uuid, identifier text, issuer_id uuid, metadata jsonb, expires_at timestamptz, created_by uuid)
+        left join a on a.id = r.issuer_id
     ), q as (
       insert into certificate_issuance_requests (scope_id, operation, idempotency_key, request_hash, credential_id)
       select r."scopeId", r.operation, r."idempotencyKey", r."requestHash", r."credentialId"
@@ -248,6 +259,9 @@ export async function writeIssuances(sql: Queryable, rows: IssuanceRows, extra: 
     ${more}
     select 1`;
 }
+
+/** The constraint an issuance write fails with when its issuer was revoked or stopped issuing meanwhile. */
+export const ISSUER_REFUSED_CONSTRAINT = 'credentials__certificate_has_issuer';
 
 export interface OutboxRecord {
   event: string;

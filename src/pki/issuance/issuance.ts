@@ -222,6 +222,12 @@ export function createIssuance(deps: {
         const winner = await previous(plan.scopeId, plan.op, plan.key, plan.hash);
         if (winner) return replay(winner, plan.renewal ? 'certificate.renew_replayed' : 'certificate.issue_replayed', plan.caller, plan.renewal?.source.id ?? winner, plan.entity.tenant_id);
       }
+      if (constraint === cq.ISSUER_REFUSED_CONSTRAINT) {
+        // The issuer was revoked (or retired) after this issuance read it: nothing was written.
+        const kind = plan.entity.tenant_id === null ? 'platform_leaf_issuer' : 'tenant_intermediate';
+        throw conflict(await deps.provisioning.revokedRefusal(kind, plan.entity.tenant_id)
+          ?? `the certificate authority ${issuer.authority.id} stopped issuing while this certificate was being signed (it was retired): retry`);
+      }
       if (constraint === 'certificate_renewals_pkey') throw conflict('certificate already renewed');
       if (constraint === 'certificate_revocations__issuer_serial') throw conflict('the certificate being replaced was revoked meanwhile');
       throw err;

@@ -127,13 +127,12 @@ t.test('connections killed under MQTT, CoAP and HTTP publish load: acknowledged 
   // (a lookup that failed for want of the database is not a wrong key), never a 500.
   // A confirmable request left unanswered past the client's patience is no acknowledgement either (on a
   // machine at load 15 the answer can come after the client gave up; it would retransmit).
-  t.same([...failures.coap.keys()].filter((k) => !k.startsWith('5.03') && k !== '4.01 invalid device key' && k !== 'no answer in 10 s'), [],
+  t.same([...failures.coap.keys()].filter((k) => !k.startsWith('5.03') && k !== 'no answer in 10 s'), [],
     'CoAP failures are 5.03 (or no answer) only');
-  // Seen once in three runs under a storm on a loaded machine: a valid key answered 4.01 while its lookup's
-  // connection was being killed. Not yet explained (the lookup throws on a database error, which maps to
-  // 5.03); kept visible here rather than hidden.
-  t.notOk(failures.coap.has('4.01 invalid device key'), 'no valid key refused as invalid during the storm',
-    { todo: 'a valid key once answered 4.01 during a kill storm; cause not found yet' });
+  // A valid key is never refused as invalid: its lookup fails (5.03) or finds it. It once did, 1 run in 5: a
+  // query cut mid-row-stream left postgres.js's row index past 0, the lookup on the reconnected connection
+  // resolved as [<hole>, row] and read as no row (patches/postgres+3.4.9.patch, test/foundation/sparse-result.test.ts).
+  t.notOk(failures.coap.has('4.01 invalid device key'), 'no valid key refused as invalid during the storm');
   t.same([...failures.http.keys()].filter((k) => !k.startsWith('503')), [], 'HTTP failures are 503 only');
   // A CONNACK that does not come within the client's 5 s (the broker's authentication waiting on a database
   // connection) is no acknowledgement either: the client connects again.

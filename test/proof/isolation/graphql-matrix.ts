@@ -9,7 +9,7 @@ import {
 } from 'graphql';
 import { gql, type TestService } from '../../helpers/service.js';
 import { GRAPHQL, NO_IDS } from './graphql-fixtures.js';
-import { hiddenCounts, leaksIn, variantsOf } from './judge.js';
+import { comparable, hiddenCounts, leaksIn, oracle, variantsOf } from './judge.js';
 import type { World } from './world.js';
 
 export interface Operation {
@@ -91,13 +91,23 @@ export async function probeOperation(ts: TestService, world: World, op: Operatio
   const row = GRAPHQL[op.field.name]!;
   const argSets = Array.isArray(row.args) ? row.args : [row.args];
   const calls: Promise<string[]>[] = [];
+  let twins = 0;
   for (const caller of world.callers) {
     for (const args of argSets) {
       for (const variant of variantsOf(args, world, caller.name)) {
         const variables = variant.value as Record<string, unknown>;
         const doc = documentOf(op, variables);
-        calls.push(gql(ts.url(), doc, variables, caller.token).then((res) => {
+        const allowedAnswer = row.answers?.[caller.name];
+        const twin = variant.twin && !allowedAnswer
+          ? gql(ts.url(), doc, variant.twin.value as Record<string, unknown>, caller.token) : undefined;
+        if (twin) twins++;
+        calls.push(gql(ts.url(), doc, variables, caller.token).then(async (res) => {
           const where = `${caller.name} ${variant.label}`;
+          const other = twin ? await twin : undefined;
+          const twinProblems = other
+            ? [...oracle(where, comparable(res, variant.twin!.swapped), comparable(other, variant.twin!.swapped)),
+              ...(other.body.errors ?? []).filter((e) => !REFUSALS.has(e.extensions?.code)).map((e) => `${where}, never-existing twin: error ${e.extensions?.code} '${e.message}'`)]
+            : [];
           const problems: string[] = [];
           if (res.status !== 200) problems.push(`${where}: HTTP ${res.status}`);
           const errors = res.body.errors ?? [];
@@ -120,11 +130,11 @@ export async function probeOperation(ts: TestService, world: World, op: Operatio
             if (leaks.length) problems.push(`${where}: returned ${leaks.join(', ')}`);
             problems.push(...hiddenCounts(value).map((h) => `${where}: ${h}`));
           }
-          return problems;
+          return [...problems, ...twinProblems];
         }));
       }
     }
   }
   const results = await Promise.all(calls);
-  return { problems: results.flat(), calls: calls.length };
+  return { problems: results.flat(), calls: calls.length + twins };
 }

@@ -60,6 +60,7 @@ export const HTTP: Record<string, HttpRow> = {
   // ---- ingest
   'messaging POST /http/m/:ws/c/:ch': { path: '/http/m/$tenant/c/$ceilingChannel', body: SENML, contentType: 'application/senml+json', device: true },
   'messaging POST /http/m/:ws/c/:ch/*': { path: '/http/m/$tenant/c/$ceilingChannel/matrix', body: SENML, contentType: 'application/senml+json', device: true },
+  'messaging GET /mqtt': { none: 'MQTT over WebSocket (a plain GET is refused); its publishes and subscriptions are the MQTT rows (messaging-topics.ts)' },
   'messaging GET /ws/m/:ws/c/:ch': { none: 'live subscriptions over WebSocket (a plain GET answers 426); their grants: test/messaging/live.test.ts' },
   // ---- reader: the sensor subscribes to the channel through its role, and the read-only member reads it
   'reader GET /:ws/channels/:ch/messages': {

@@ -8,7 +8,7 @@
 // refused attempt may add is a record of it: a `deny` entry in the target's audit log (a login into the
 // target, for one), a `denied` call in its custom endpoint's execution log; its administrators see who tried. An operation or
 // route without a fixture row fails the test, so the matrix grows with the service.
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { AUTH_ENV } from '../../helpers/auth.js';
 import { enrollmentEnv } from '../../helpers/enrollment.js';
 import { makeCaFiles } from '../../helpers/pki.js';
@@ -17,6 +17,9 @@ import { coverage, liveSchema, operationsOf, probeOperation, type Operation } fr
 import { GRAPHQL } from './graphql-fixtures.js';
 import { HTTP } from './http-fixtures.js';
 import { GRPC, grpcMethods, httpsAgent, probeMethod, probeRoute, routeCoverage, routeKey, servedRoutes } from './surfaces.js';
+import { KNOWN_ORACLES } from './known-oracles.js';
+import { probeTopics } from './messaging-topics.js';
+import { oraclesOf } from './judge.js';
 import { changedTables, snapshot, tablesWithoutLine } from './snapshot.js';
 import { buildWorld } from './world.js';
 
@@ -28,6 +31,13 @@ const { env, serverCert } = await enrollmentEnv(ca, { SVC_PKI_GENERATED_KEY_ISSU
 const ts = await startTestService(t, {
   ...AUTH_ENV, ...env,
   SVC_GRPC_ADDR: '127.0.0.1:0',
+  SVC_MQTT_ADDR: '127.0.0.1:0',
+  SVC_COAP_ADDR: '127.0.0.1:0',
+  // One operation's login rows and their twins are a dozen failed logins of one identity from one address:
+  // the throttle (test/auth) must not decide their answers here.
+  SVC_LOGIN_FAILURE_LIMIT: '1000',
+  SVC_LOGIN_IDENTIFIER_FAILURE_LIMIT: '100000',
+  SVC_LOGIN_FAILURE_IP_LIMIT: '100000',
   SVC_GRAPHQL_INTROSPECTION_ENABLED: 'true',
   SVC_KEY_ENCRYPTION_KEY: Buffer.alloc(32, 9).toString('base64'),
 });
@@ -58,6 +68,31 @@ async function unchanged(): Promise<string[]> {
   return changed;
 }
 
+/**
+ * The existence-oracle verdict of one row: every refused caller's answer for the target's real object and for
+ * a never-existing one must match; the callers that can still tell them apart must be exactly the row's
+ * entry in known-oracles.ts (a new oracle fails, and so does an entry that no longer leaks: the list only
+ * shrinks). The rest of the findings are returned.
+ */
+const oracleFindings: Record<string, string[]> = {};
+function judgeOracles(t: Test, key: string, problems: string[]): string[] {
+  const { callers, rest, examples } = oraclesOf(problems);
+  if (callers.length) oracleFindings[key] = callers;
+  const known = [...(KNOWN_ORACLES[key] ?? [])].sort();
+  if (JSON.stringify(callers) !== JSON.stringify(known)) {
+    t.same(callers, known, `${key}: callers that tell an existing object from a missing one (known-oracles.ts)`, { examples });
+  }
+  return rest;
+}
+
+/**
+ * Failed logins are throttled per identity and address: the login rows (and their twins) would otherwise
+ * reach a limit and answer RATE_LIMITED in whatever order the calls land. Each operation starts with none.
+ */
+async function resetLoginThrottle(): Promise<void> {
+  await sql`delete from auth_login_failures`;
+}
+
 t.test('every table of the schema is accounted for in the snapshot', async (t) => {
   t.same(missingTables, [], 'a new table needs a line in snapshot.ts (the target\'s rows, or why it holds none)');
 });
@@ -81,10 +116,11 @@ t.test('GraphQL: refused for every caller, nothing returned, counted or changed'
   let calls = 0;
   const t0 = Date.now();
   for (const op of probed) {
+    await resetLoginThrottle();
     const result = await probeOperation(ts, world, op);
     calls += result.calls;
     const changed = await unchanged();
-    t.same([...result.problems, ...changed.map((c) => `changed: ${c}`)], [], `${op.root} ${op.field.name} (${result.calls} calls)`);
+    t.same([...judgeOracles(t, `graphql ${op.field.name}`, result.problems), ...changed.map((c) => `changed: ${c}`)], [], `${op.root} ${op.field.name} (${result.calls} calls)`);
   }
   t.comment(`${probed.length} operations, ${calls} calls in ${Date.now() - t0} ms`);
 });
@@ -104,10 +140,11 @@ t.test('HTTP: refused for every caller, nothing returned, counted or changed', a
   let calls = 0;
   const t0 = Date.now();
   for (const route of routes.filter((r) => HTTP[routeKey(r)])) {
+    await resetLoginThrottle();
     const result = await probeRoute(ts, world, route, tls);
     calls += result.calls;
     const changed = await unchanged();
-    t.same([...result.problems, ...changed.map((c) => `changed: ${c}`)], [], `${routeKey(route)} (${result.calls} calls)`);
+    t.same([...judgeOracles(t, routeKey(route), result.problems), ...changed.map((c) => `changed: ${c}`)], [], `${routeKey(route)} (${result.calls} calls)`);
   }
   t.comment(`${routes.length} routes, ${calls} calls in ${Date.now() - t0} ms`);
 });
@@ -117,10 +154,29 @@ t.test('gRPC: every method of the proto has a row; refused for every caller, not
   t.same(methods.filter((m) => !GRPC[m]), [], 'methods without a row in surfaces.ts GRPC');
   t.same(Object.keys(GRPC).filter((m) => !methods.includes(m)), [], 'rows for methods the proto no longer has');
   for (const method of methods.filter((m) => GRPC[m])) {
+    await resetLoginThrottle();
     const result = await probeMethod(ts, world, method);
     const changed = await unchanged();
-    t.same([...result.problems, ...changed.map((c) => `changed: ${c}`)], [], `${method} (${result.calls} calls)`);
+    t.same([...judgeOracles(t, `grpc ${method}`, result.problems), ...changed.map((c) => `changed: ${c}`)], [], `${method} (${result.calls} calls)`);
   }
+});
+
+t.test('MQTT and CoAP: the other tenant\'s device cannot publish to, subscribe to or observe the target\'s channels', async (t) => {
+  const t0 = Date.now();
+  const result = await probeTopics(ts, world, async () => {
+    t.same((await unchanged()).map((c) => `changed: ${c}`), [], 'nothing of the target stored or changed by the attempts');
+  });
+  t.same(result.problems, [], `${result.targets} target channels, ${result.calls} attempts and controls`);
+  // The controls published one message of the target's own: the next comparison starts after it.
+  await unchanged();
+  t.ok(result.targets >= 2, 'the target has channels to aim at');
+  t.comment(`${result.calls} MQTT and CoAP calls in ${Date.now() - t0} ms`);
+});
+
+t.test('existence oracles: the known list names only rows that still leak', async (t) => {
+  const stale = Object.keys(KNOWN_ORACLES).filter((k) => !oracleFindings[k]);
+  t.same(stale, [], 'rows of known-oracles.ts that no longer tell an existing object from a missing one: remove them');
+  if (process.env.MATRIX_PRINT_ORACLES) t.comment(JSON.stringify(oracleFindings, null, 1));
 });
 
 t.test('the whole matrix stays within its budget', async (t) => {

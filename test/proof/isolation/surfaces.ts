@@ -7,7 +7,7 @@ import { loadServices, serviceOf, type ServiceName } from '../../../src/grpc/ser
 import { grpcClient } from '../../grpc/helpers.js';
 import type { TestService } from '../../helpers/service.js';
 import { HTTP, type HttpRow } from './http-fixtures.js';
-import { hiddenCounts, leaksIn, variantsOf } from './judge.js';
+import { comparable, hiddenCounts, leaksIn, oracle, variantsOf } from './judge.js';
 import type { Caller, World } from './world.js';
 
 export interface Route {
@@ -61,32 +61,41 @@ export async function probeRoute(ts: TestService, world: World, route: Route, tl
   const base = route.listener === 'enrollment' ? `https://127.0.0.1:${ts.service.ports.enrollment}` : ts.url(route.listener as 'http');
   const callers = row.public ? world.callers.filter((c) => c.name === 'anonymous' || c.name === 'otherAdmin') : world.callers.filter((c) => !row.skip?.[c.name]);
   const calls: Promise<string[]>[] = [];
+  let twins = 0;
   for (const caller of callers) {
-    for (const variant of variantsOf({ path: row.path ?? route.route, body: row.body }, world, caller.name)) {
-      const { path, body } = variant.value as { path: string; body: unknown };
+    const auth = authorization(row, caller, world);
+    const send = (value: unknown) => {
+      const { path, body } = value as { path: string; body: unknown };
       const headers: Record<string, string> = {};
-      const auth = authorization(row, caller, world);
       if (auth) headers.authorization = auth;
       let payload: string | undefined;
       if (body !== undefined && method !== 'GET') {
         headers['content-type'] = row.contentType ?? 'application/json';
         payload = typeof body === 'string' ? body : JSON.stringify(body);
       }
+      return fetch(`${base}${path}`, { method, headers, body: payload, ...(row.tls ? { dispatcher: tls } : {}) } as RequestInit)
+        .then(async (res) => ({ status: res.status, type: res.headers.get('content-type'), text: await res.text() }));
+    };
+    for (const variant of variantsOf({ path: row.path ?? route.route, body: row.body }, world, caller.name)) {
       const where = `${caller.name} ${variant.label}`;
-      calls.push(fetch(`${base}${path}`, { method, headers, body: payload, ...(row.tls ? { dispatcher: tls } : {}) } as RequestInit).then(async (res) => {
-        const text = await res.text();
+      const refusedCaller = !row.public && !row.answers?.[caller.name];
+      const twin = variant.twin && refusedCaller ? send(variant.twin.value).catch((err: Error) => ({ status: 0, type: null, text: err.message })) : undefined;
+      if (twin) twins++;
+      calls.push(send(variant.value).then(async (res) => {
+        const { text } = res;
         const problems: string[] = [];
+        if (twin) {
+          const shown = (r: typeof res) => comparable({ status: r.status, type: r.type, body: parsedOrText(r.text) }, variant.twin!.swapped);
+          const other = await twin;
+          if (other.status >= 500) problems.push(`${where}, never-existing twin: HTTP ${other.status} ${other.text.slice(0, 160)}`);
+          problems.push(...oracle(where, shown(res), shown(other)));
+        }
         if (res.status >= 500) problems.push(`${where}: HTTP ${res.status} ${text.slice(0, 160)}`);
         if (row.public) return problems;
         const allowed = row.answers?.[caller.name];
         const leaks = leaksIn(text, JSON.stringify(variant.value), world);
         if (res.status < 300) {
-          let parsed: unknown;
-          try {
-            parsed = JSON.parse(text);
-          } catch {
-            parsed = undefined;
-          }
+          const parsed = parsedOrText(text);
           if (allowed) problems.push(...hiddenCounts(parsed).map((h) => `${where}: ${h}`));
           else if (row.decision && !/"allowed":true/.test(text)) {
             if (leaks.length) problems.push(`${where}: the decision names ${leaks.join(', ')}`);
@@ -99,7 +108,15 @@ export async function probeRoute(ts: TestService, world: World, route: Route, tl
     }
   }
   const results = await Promise.all(calls);
-  return { problems: results.flat(), calls: calls.length };
+  return { problems: results.flat(), calls: calls.length + twins };
+}
+
+function parsedOrText(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
 }
 
 // ---- gRPC
@@ -146,12 +163,23 @@ export async function probeMethod(ts: TestService, world: World, method: string)
   const client = grpcClient(`127.0.0.1:${ts.service.ports.grpc}`);
   const argSets = Array.isArray(row.args) ? row.args : [row.args ?? {}];
   const calls: Promise<string[]>[] = [];
+  let twins = 0;
   for (const caller of world.callers) {
+    const ask = (value: unknown) => client.call(service, name, value as Record<string, unknown>, caller.token ? { token: caller.token } : {});
     for (const args of argSets) {
       for (const variant of variantsOf(args, world, caller.name)) {
         const where = `${caller.name} ${variant.label}`;
-        calls.push(client.call(service, name, variant.value as Record<string, unknown>, caller.token ? { token: caller.token } : {}).then(({ err, res }) => {
+        const twin = variant.twin ? ask(variant.twin.value) : undefined;
+        if (twin) twins++;
+        calls.push(ask(variant.value).then(async ({ err, res }) => {
           const problems: string[] = [];
+          if (twin) {
+            const shown = (a: { err?: { code: number; details: string } | null; res?: unknown }) =>
+              comparable({ code: a.err?.code, details: a.err?.details, res: a.res }, variant.twin!.swapped);
+            const other = await twin;
+            if (other.err && !GRPC_REFUSALS.has(other.err.code)) problems.push(`${where}, never-existing twin: status ${other.err.code} ${other.err.details}`);
+            problems.push(...oracle(where, shown({ err, res }), shown(other)));
+          }
           const leaks = leaksIn(JSON.stringify({ res, message: err?.details }), JSON.stringify(variant.value), world);
           if (err) {
             if (!GRPC_REFUSALS.has(err.code)) problems.push(`${where}: status ${err.code} ${err.details}`);
@@ -168,7 +196,7 @@ export async function probeMethod(ts: TestService, world: World, method: string)
   }
   try {
     const results = await Promise.all(calls);
-    return { problems: results.flat(), calls: calls.length };
+    return { problems: results.flat(), calls: calls.length + twins };
   } finally {
     client.close();
   }

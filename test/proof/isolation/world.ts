@@ -1,6 +1,7 @@
 // The one fixture world of the isolation matrix: a target tenant holding one object of every kind the
 // operations take (named `zz-target-…`, so any answer that carries one is caught by its name), and an
 // attacker tenant built the same way (for the own/foreign combinations); then the five callers.
+import { randomBytes, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { accessTokenFor, adminToken, login, setPassword } from '../../helpers/auth.js';
 import { createUser, ok } from '../../helpers/management.js';
@@ -19,6 +20,10 @@ export type CallerName = 'otherAdmin' | 'reader' | 'device' | 'scopedToken' | 'a
 export interface World {
   target: Side;
   attacker: Side;
+  /** The target's objects as ids that never existed (same format): the existence-oracle twins. */
+  ghost: Side;
+  /** The constants that name a target object (its alias), as ones that never existed. */
+  ghostConstants: Record<string, string>;
   /** Constants the fixture names with `#key`: a CSR, the attacker's login, a seeded action id. */
   constants: Record<string, string>;
   callers: Caller[];
@@ -117,6 +122,19 @@ async function buildSide(ts: TestService, admin: string, owner: { id: string; to
   return { ...s, deviceKey: key.key as string };
 }
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** A value of the same format as a target object's that no object ever had: a fresh UUID, hex of the same length, a fresh name. */
+function ghostOf(value: string): string {
+  if (UUID.test(value)) return randomUUID();
+  if (/^[0-9a-f:]+$/i.test(value)) {
+    const hex = randomBytes(value.length).toString('hex');
+    let at = 0;
+    return value.replace(/[0-9a-f]/gi, (c) => (c === c.toUpperCase() ? hex[at++]!.toUpperCase() : hex[at++]!));
+  }
+  return value.replace(MARK, `never-${randomBytes(4).toString('hex')}`);
+}
+
 async function userWithPassword(ts: TestService, name: string) {
   const user = await createUser(ts, name);
   const password = `${name}-password-0123456789`;
@@ -151,6 +169,8 @@ export async function buildWorld(ts: TestService, dir: string): Promise<World> {
   const markers = [MARK, ...Object.entries(target).filter(([k]) => !secretKeys.has(k) && k !== 'certificatePem').map(([, v]) => v), target.deviceKey, (target.certificateKey as string).split('\n')[1]!];
   return {
     target, attacker,
+    ghost: Object.fromEntries(Object.entries(target).map(([k, v]) => [k, ghostOf(v)])),
+    ghostConstants: { targetAlias: ghostOf(MARK), targetAliasText: ghostOf(MARK) },
     constants: {
       csr: csr.csrPem, csrBase64: csr.csrPem.replace(/-----[^-]+-----|\s/g, ''), alice: alice.id, alicePassword: alice.password, readAction, targetAlias: MARK,
       targetAliasText: MARK,
