@@ -79,6 +79,8 @@ t.test('EST simpleenroll while the service\'s backends are killed: every request
     req.end(csr);
   });
 
+  // Kept for after the storm: the storm's own requests may use up the rest (a 503 comes back fast).
+  const afterStorm = csrs.splice(0, 20);
   let stop = false;
   const answers: Answer[] = [];
   const worker = async (d: { id: string; key: string }) => {
@@ -100,11 +102,17 @@ t.test('EST simpleenroll while the service\'s backends are killed: every request
       kills += killed.filter((k) => k.done).length;
       await sleep(100 + (i % 3) * 60);
     }
-    okAtStormEnd = oks();
-    await waitUntil(() => oks() > okAtStormEnd, 20_000, 'EST enrollment answered again').catch(() => undefined);
   } finally {
     stop = true;
     await Promise.all(workers);
+  }
+  okAtStormEnd = oks();
+  // Recovery: the kills have stopped; enrollment succeeds again without a restart.
+  for (const csr of afterStorm) {
+    const answer = await enroll(devices[0]!, csr);
+    answers.push(answer);
+    if (answer.status === 200) break;
+    await sleep(500);
   }
   const byStatus: Record<string, number> = {};
   for (const a of answers) byStatus[a.status] = (byStatus[a.status] ?? 0) + 1;
