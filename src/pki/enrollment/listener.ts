@@ -14,7 +14,7 @@ import type { TLSSocket } from 'node:tls';
 import { randomUUID } from 'node:crypto';
 import type { Auth } from '../../auth/index.js';
 import type { NotifyHub } from '../../db/notify-hub.js';
-import { AppError, isAppError, payloadTooLarge, rateLimited } from '../../errors.js';
+import { AppError, isUnexpected, payloadTooLarge, rateLimited, toAppError } from '../../errors.js';
 import type { RateLimiter } from '../../http/rate-limit.js';
 import type { Logger } from '../../log.js';
 import type { ClientCertificates, Pki } from '../index.js';
@@ -128,9 +128,12 @@ export function createEnrollmentListener(deps: {
     res.end(reply.body);
   }
 
-  function errorReply(err: unknown, requestId: string): EnrollReply {
-    if (!isAppError(err)) {
-      log.error('enrollment request failed', { requestId, err });
+  function errorReply(thrown: unknown, requestId: string): EnrollReply {
+    // The one translation every edge uses: a database failure (a killed backend, a refused connection)
+    // is UNAVAILABLE, 503 with Retry-After, as GraphQL answers it; only what is unexpected is a 500.
+    const err = toAppError(thrown);
+    if (isUnexpected(err)) {
+      log.error('enrollment request failed', { requestId, err: thrown });
       return { status: 500, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ error: 'internal error' }) };
     }
     const headers: Record<string, string> = { 'content-type': 'application/json' };
@@ -181,7 +184,9 @@ export function createEnrollmentListener(deps: {
       send(res, requestId, await route.run(request));
     } catch (err) {
       // A client that went away mid-request is not the service's failure: nothing to answer, nothing to alarm anyone.
-      if (!isAppError(err) && (req.destroyed || req.socket.destroyed)) {
+      // Its socket tells, not req.destroyed: Node destroys every request once its body has been read, so that
+      // flag would silence any failure after the read (a database error) and leave the client without an answer.
+      if (req.socket.destroyed) {
         log.debug('enrollment client went away before its answer', { requestId, code: (err as NodeJS.ErrnoException).code ?? String(err) });
         return;
       }
