@@ -17,6 +17,7 @@ import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { printWindowTimes, windowTimes } from './lib/cpu-profile.js';
 import { diffCpuSnapshots, takeCpuSnapshot } from './lib/cpu.js';
 import { startBareServer } from './lib/bare-server.js';
 import { startLoad } from './lib/load.js';
@@ -112,30 +113,6 @@ if (!file) throw new Error('no profile written');
 const profile = JSON.parse(readFileSync(join(dir, file), 'utf8'));
 // For a later look at the same window (inclusive times, callers): the window and the message count.
 writeFileSync(join(dir, 'window.json'), JSON.stringify({ ...window, messages: n }));
-const self = new Map();
-const byFile = new Map();
-const dt = new Map();
-// Only the measured window: start-up, set-up and shutdown are left out.
-let at = profile.startTime;
-for (let i = 0; i < profile.samples.length; i++) {
-  const delta = profile.timeDeltas[i] ?? 0;
-  at += delta;
-  if (at >= window.start && at <= window.end) dt.set(profile.samples[i], (dt.get(profile.samples[i]) ?? 0) + delta);
-}
-let total = 0;
-for (const node of profile.nodes) {
-  const t = dt.get(node.id) ?? 0;
-  total += t;
-  const cf = node.callFrame;
-  const where = cf.url.replace(/^.*node_modules\//, '').replace(/^file:\/\/.*\/dist\//, 'dist/');
-  const key = `${cf.functionName || '(anon)'} ${where}:${cf.lineNumber + 1}`;
-  self.set(key, (self.get(key) ?? 0) + t);
-  const f = where.split(':')[0] || cf.functionName;
-  byFile.set(f, (byFile.get(f) ?? 0) + t);
-}
-const per = (/** @type {number} */ t) => `${(t / n).toFixed(2)} µs/msg ${((t / total) * 100).toFixed(1)}%`;
-console.log(`profile ${file}: ${(total / 1e6).toFixed(2)} s sampled (the main thread, idle included)`);
-console.log('--- by file');
-for (const [k, v] of [...byFile].sort((a, b) => b[1] - a[1]).slice(0, 30)) console.log(`${per(v).padEnd(26)} ${k}`);
-console.log('--- by function');
-for (const [k, v] of [...self].sort((a, b) => b[1] - a[1]).slice(0, 50)) console.log(`${per(v).padEnd(26)} ${k}`);
+const times = windowTimes(profile, window);
+console.log(`profile ${file}: ${(times.total / 1e6).toFixed(2)} s sampled (the main thread, idle included)`);
+printWindowTimes(times, n, 30, 50);

@@ -5,6 +5,7 @@
 import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { printWindowTimes, windowTimes } from './lib/cpu-profile.js';
 import { runMqttLoad } from './lib/mqtt-load.js';
 import { startService } from './lib/service.js';
 import { MQTT_BENCH_ENV, publishScenario } from './scenarios/mqtt-publish.js';
@@ -32,30 +33,6 @@ console.log(`${Math.round(load.reqPerSec)} msg/s, ${load.acknowledged} acknowled
 const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'));
 if (!file) throw new Error('no profile written');
 const profile = JSON.parse(readFileSync(join(dir, file), 'utf8'));
-const self = new Map();
-const byFile = new Map();
-const dt = new Map();
-// Only the measured window: start-up, set-up and shutdown are left out.
-let at = profile.startTime;
-for (let i = 0; i < profile.samples.length; i++) {
-  const delta = profile.timeDeltas[i] ?? 0;
-  at += delta;
-  if (at >= window.start && at <= window.end) dt.set(profile.samples[i], (dt.get(profile.samples[i]) ?? 0) + delta);
-}
-let total = 0;
-for (const node of profile.nodes) {
-  const us = dt.get(node.id) ?? 0;
-  total += us;
-  const cf = node.callFrame;
-  const where = cf.url.replace(/^.*node_modules\//, '').replace(/^file:\/\/.*\/dist\//, 'dist/');
-  const key = `${cf.functionName || '(anon)'} ${where}:${cf.lineNumber + 1}`;
-  self.set(key, (self.get(key) ?? 0) + us);
-  const f = where.split(':')[0] || cf.functionName;
-  byFile.set(f, (byFile.get(f) ?? 0) + us);
-}
-const per = (us) => `${(us / load.requests).toFixed(2)} µs/msg ${((us / total) * 100).toFixed(1)}%`;
-console.log(`profile ${file}: ${(total / 1e6).toFixed(2)} s sampled`);
-console.log('--- by file');
-for (const [k, v] of [...byFile].sort((a, b) => b[1] - a[1]).slice(0, 30)) console.log(`${per(v).padEnd(26)} ${k}`);
-console.log('--- by function');
-for (const [k, v] of [...self].sort((a, b) => b[1] - a[1]).slice(0, 45)) console.log(`${per(v).padEnd(26)} ${k}`);
+const times = windowTimes(profile, window);
+console.log(`profile ${file}: ${(times.total / 1e6).toFixed(2)} s sampled`);
+printWindowTimes(times, load.requests, 30, 45);
