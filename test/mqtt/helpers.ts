@@ -1,5 +1,6 @@
 // MQTT and CoAP client fixtures: connected mqtt.js clients (ended at teardown), CoAP requests and
 // observations, and small waiting helpers. Devices, channels and grants: ../messaging/helpers.ts.
+import net from 'node:net';
 import coap from 'coap';
 import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
 import { createCoapServer, type CoapDeps } from '../../src/coap/index.js';
@@ -143,5 +144,33 @@ export function coapObserve(t: Teardown, port: number, path: string) {
     });
     req.on('error', reject);
     req.end();
+  });
+}
+
+/**
+ * One raw TCP session with the MQTT listener: writes `chunks` `gapMs` apart, then leaves `lingerMs` for the
+ * server to answer or close; resolves when the socket is gone, whatever the server did with the bytes.
+ */
+export function rawMqttSession(port: number, chunks: Buffer[], { gapMs = 2, lingerMs = 100 } = {}): Promise<void> {
+  return new Promise((resolve) => {
+    const socket = net.connect(port, '127.0.0.1');
+    let settled = false;
+    const done = () => {
+      if (settled) return;
+      settled = true;
+      socket.destroy();
+      resolve();
+    };
+    socket.on('error', done);
+    socket.on('close', done);
+    socket.on('data', () => undefined);
+    socket.once('connect', async () => {
+      for (const chunk of chunks) {
+        if (socket.destroyed) return;
+        socket.write(chunk);
+        await new Promise((r) => setTimeout(r, gapMs));
+      }
+      setTimeout(done, lingerMs);
+    });
   });
 }

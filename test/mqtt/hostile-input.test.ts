@@ -4,7 +4,6 @@
 // of random bytes and mutated publishes. Afterwards the service still serves every protocol, nothing
 // reached a channel the device may not publish to, and what was stored came from that device.
 import dgram from 'node:dgram';
-import net from 'node:net';
 import { generate as coapPacket } from 'coap-packet';
 import { generate as mqttPacket } from 'mqtt-packet';
 import t from 'tap';
@@ -12,31 +11,9 @@ import { AUTH_ENV } from '../helpers/auth.js';
 import { FUZZ_SEED, generator, type Generator } from '../helpers/fuzz.js';
 import { startTestService } from '../helpers/service.js';
 import { countRows, publish as httpPublish, world } from '../messaging/helpers.js';
-import { BROKER_ENV, coapPost, deviceClient, inbox, publish, subscribe } from './helpers.js';
+import { BROKER_ENV, coapPost, deviceClient, inbox, publish, rawMqttSession, subscribe } from './helpers.js';
 
 const senml = (v: number) => JSON.stringify([{ bn: 'urn:dev:fuzz:', n: 'temp', u: 'Cel', v }]);
-
-/** One TCP connection: writes the chunks a few ms apart, then waits for the server to close it or gives up. */
-function mqttSession(port: number, chunks: Buffer[]): Promise<void> {
-  return new Promise((resolve) => {
-    const socket = net.connect(port, '127.0.0.1');
-    const done = () => {
-      socket.destroy();
-      resolve();
-    };
-    socket.on('error', done);
-    socket.on('close', done);
-    socket.on('data', () => undefined);
-    socket.once('connect', async () => {
-      for (const chunk of chunks) {
-        if (socket.destroyed) return;
-        socket.write(chunk);
-        await new Promise((r) => setTimeout(r, 2));
-      }
-      setTimeout(done, 100);
-    });
-  });
-}
 
 t.test(`MQTT and CoAP listeners under hostile bytes keep serving (seed ${FUZZ_SEED})`, async (t) => {
   const ts = await startTestService(t, { ...AUTH_ENV, ...BROKER_ENV });
@@ -68,7 +45,7 @@ t.test(`MQTT and CoAP listeners under hostile bytes keep serving (seed ${FUZZ_SE
       if (roll < 0.2) chunks = [g.bytes(1 + g.int(64))];
       else if (roll < 0.4) chunks = [g.mutate(connect(id)), ...packets(g)];
       else chunks = [connect(id), ...packets(g).map((p) => (g.next() < 0.5 ? g.mutate(p) : p))];
-      sessions.push(mqttSession(mqttPort, chunks));
+      sessions.push(rawMqttSession(mqttPort, chunks));
     }
     await Promise.all(sessions);
   }

@@ -11,7 +11,6 @@
 // HEAP_GROWTH_BOUND over the second of two equal rounds of further hostile cases (the first may still fill
 // bounded caches).
 import dgram from 'node:dgram';
-import net from 'node:net';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { generate as coapPacket } from 'coap-packet';
@@ -23,7 +22,7 @@ import { AUTH_ENV, adminToken } from '../../helpers/auth.js';
 import { startTestService } from '../../helpers/service.js';
 import { createEndpoint } from '../../custom-endpoints/helpers.js';
 import { countRows, publish as httpPublish, SENML, twoWorkspaces } from '../../messaging/helpers.js';
-import { BROKER_ENV, coapPost, deviceClient, publish } from '../../mqtt/helpers.js';
+import { BROKER_ENV, coapPost, deviceClient, publish, rawMqttSession } from '../../mqtt/helpers.js';
 import { FUZZ_SEED, mutated, nastyJson, nastyString, params } from './fuzz.js';
 
 /** The bound on the service's heap growth (after GC) over a second round of one protocol's hostile cases. */
@@ -133,30 +132,8 @@ t.test(`custom endpoints through the real listener: never a 5xx or a hang, nothi
 
 // ---- raw MQTT
 
-/** One TCP session: writes the frames a few ms apart, then waits briefly for the server to close it. */
-function mqttSession(frames: Buffer[]): Promise<void> {
-  return new Promise((resolve) => {
-    const socket = net.connect(mqttPort, '127.0.0.1');
-    let settled = false;
-    const done = () => {
-      if (settled) return;
-      settled = true;
-      socket.destroy();
-      resolve();
-    };
-    socket.on('error', done);
-    socket.on('close', done);
-    socket.on('data', () => undefined);
-    socket.once('connect', async () => {
-      for (const frame of frames) {
-        if (socket.destroyed) return;
-        socket.write(frame);
-        await new Promise((r) => setTimeout(r, 1));
-      }
-      setTimeout(done, 40);
-    });
-  });
-}
+/** One TCP session: the frames 1 ms apart, 40 ms for the server to close it. */
+const mqttSession = (frames: Buffer[]) => rawMqttSession(mqttPort, frames, { gapMs: 1, lingerMs: 40 });
 
 const buf = (b: Buffer) => new Uint8Array(b);
 const connectFrame = (id: string, version: 4 | 5, device = w.publisher) => mqttPacket({
