@@ -10,7 +10,8 @@ export interface AccessGuard {
   requireAny(p: Principal, actions: readonly string[], object: ObjectRef): Promise<void>;
   /**
    * Management reads: a frozen tenant's data stays readable; what a deleted tenant owns is hidden at once,
-   * answered NOT_FOUND ('<hiddenAs> not found', the object's kind by default) as a missing object is.
+   * answered exactly as a missing object is (`missing`: '<hiddenAs> not found', the object's kind by
+   * default, to a platform reader; 'forbidden' to anyone else, its former members included).
    */
   requireRead(p: Principal, object: ObjectRef, hiddenAs?: string): Promise<void>;
   /**
@@ -58,7 +59,7 @@ export function createAccessGuard(deps: { sql: Queryable; authz: Authz }): Acces
     async requireRead(p, object, hiddenAs) {
       const decision = await authz.decide(p, 'read', object, { readingFrozenTenant: true });
       if (decision.allowed) return;
-      if (decision.details?.tenant_status === 'deleted') throw notFound(hiddenAs ?? object.kind);
+      if (decision.details?.tenant_status === 'deleted') throw await missingAnswer(authz, p, object.kind, hiddenAs ?? object.kind);
       throw forbidden();
     },
     async requireWrite(p, actions, object, tenantId) {

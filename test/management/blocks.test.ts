@@ -173,7 +173,9 @@ t.test('deletePermissionBlock: refused while linked to a role or a direct policy
   t.same(errorOf(await call(bob.token, DELETE, { id: b.id })), FORBIDDEN);
   t.same(errorOf(await call(carol.token, DELETE, { id: b.id })), FORBIDDEN);
   t.equal(dataOf(await call(alice.token, DELETE, { id: b.id })), true);
-  t.same(errorOf(await call(alice.token, GET, { id: b.id })), { code: 'NOT_FOUND', message: 'permission block not found' });
+  // Gone, it answers as an unknown id: NOT_FOUND only to a caller reading policies at platform scope (issue 35.1).
+  t.same(errorOf(await call(alice.token, GET, { id: b.id })), FORBIDDEN);
+  t.same(errorOf(await call(admin, GET, { id: b.id })), { code: 'NOT_FOUND', message: 'permission block not found' });
   await ts.service.audit.flush();
   const events = await ts.service.sql<{ event: string; tenant_id: string }[]>`
     select event, tenant_id from audit_log where target_kind = 'policy' and target_id = ${b.id} order by created_at`;

@@ -73,12 +73,15 @@ t.test('platform roles reach every tenant: only a platform administrator grants 
   t.equal(daveIsAdmin, false);
 });
 
-t.test('createTenantInvitation: a role of another tenant is refused when created, without its name', async (t) => {
+t.test('createTenantInvitation: a role of another tenant is refused when created, like an unknown one', async (t) => {
   const errors = codeAndMessage(await fails(ts, alice.token, INVITE, { t: acme, i: { inviteeEmail: 'erin@example.com', roleId: globexAdminRole } }));
-  t.same(errors, [{ code: 'BAD_REQUEST', message: 'role assignment tenantId must match role tenantId' }]);
+  // Issue 35.1: a role the caller may not read reads as missing in the tenant it invites to.
+  t.same(errors, [{ code: 'NOT_FOUND', message: 'role not found' }]);
   t.notOk(JSON.stringify(errors).includes('tenant-admin'), "the role's name is not echoed");
   t.same(codeAndMessage(await fails(ts, alice.token, INVITE, { t: acme, i: { inviteeEmail: 'erin@example.com', roleId: UNKNOWN } })),
-    [{ code: 'NOT_FOUND', message: 'role not found' }]);
+    errors, 'an unknown role answers the same');
+  t.same(codeAndMessage(await fails(ts, admin, INVITE, { t: acme, i: { inviteeEmail: 'erin@example.com', roleId: globexAdminRole } })),
+    [{ code: 'BAD_REQUEST', message: 'role assignment tenantId must match role tenantId' }], 'a platform administrator, who reads it, is told why');
   t.same(codeAndMessage(await fails(ts, alice.token, INVITE, { t: acme, i: { inviteeUserId: gDevice } })),
     [{ code: 'NOT_FOUND', message: 'entity not found' }], "another tenant's entity is not invited, and answered like an unknown one");
   const [{ n }] = await sql<[{ n: number }]>`select count(*)::int as n from tenant_invitations where tenant_id = ${acme}`;

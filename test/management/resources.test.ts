@@ -275,5 +275,8 @@ t.test('object groups: add twice is a no-op, remove, clear; descendants over thr
     { input: { name: 'operators', tenantId: tenantA } });
   t.same(errorOf(await call(alice.token, ADD, { r: r1.id, g: principal.data?.createPrincipalGroup.id })),
     { code: 'BAD_REQUEST', message: 'objectGroupId must be an object group' });
-  t.same(errorOf(await call(alice.token, ADD, { r: r1.id, g: '00000000-0000-0000-0000-00000000dead' })), { code: 'NOT_FOUND', message: 'group not found' });
+  // An unknown group answers as another tenant's does (issue 35.1): NOT_FOUND only to a platform reader.
+  t.same(errorOf(await call(alice.token, ADD, { r: r1.id, g: '00000000-0000-0000-0000-00000000dead' })), FORBIDDEN);
+  t.same(errorOf(await call(alice.token, ADD, { r: r1.id, g: foreignGroup })), FORBIDDEN);
+  t.same(errorOf(await call(admin, ADD, { r: r1.id, g: '00000000-0000-0000-0000-00000000dead' })), { code: 'NOT_FOUND', message: 'group not found' });
 });
