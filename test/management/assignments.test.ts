@@ -199,7 +199,12 @@ t.test('direct policies: same tenant as the block, guardrailed, audited in the s
 
   const channelB = await channelIn(bob.token, tenantB, 'ch-b');
   const foreign = await block(bob.token, { scopeMode: 'object', objectId: channelB, actionIds: ['publish'] });
+  // Another tenant's block reads as a missing one in the tenant (issue 35.1); a platform administrator is told why.
   t.same(errorOf(await call(alice.token, POLICY, { i: { tenantId: tenantA, subjectKind: 'entity', subjectId: device, permissionBlockId: foreign } })),
+    { code: 'NOT_FOUND', message: 'permission block not found' });
+  t.same(errorOf(await call(alice.token, POLICY, { i: { tenantId: tenantA, subjectKind: 'entity', subjectId: device, permissionBlockId: '00000000-0000-0000-0000-00000000beef' } })),
+    { code: 'NOT_FOUND', message: 'permission block not found' });
+  t.same(errorOf(await call(admin, POLICY, { i: { tenantId: tenantA, subjectKind: 'entity', subjectId: device, permissionBlockId: foreign } })),
     bad('direct policy tenantId must match the permission block tenantId'));
   t.same(errorOf(await call(alice.token, POLICY, { i: { tenantId: tenantB, subjectKind: 'entity', subjectId: device, permissionBlockId: foreign } })), FORBIDDEN);
   t.same(errorOf(await call(carol.token, POLICY, { i: { tenantId: tenantA, subjectKind: 'entity', subjectId: device, permissionBlockId: publish } })), FORBIDDEN);

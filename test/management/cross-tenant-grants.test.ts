@@ -125,7 +125,9 @@ t.test('accepting an invitation runs the whole check, with the inviter as granto
 t.test('createRoleAssignment and restoreRole hold the same rule', async (t) => {
   const assign = `mutation ($i: CreateRoleAssignmentInput!) { createRoleAssignment(input: $i) { id } }`;
   t.same(codeAndMessage(await fails(ts, alice.token, assign, { i: { tenantId: acme, subjectKind: 'entity', subjectId: gDevice, roleId: acmeAdminRole } })),
-    [{ code: 'BAD_REQUEST', message: 'the subject belongs to another tenant: cross-tenant grants are only for platform roles' }]);
+    [{ code: 'NOT_FOUND', message: 'subject entity not found' }], "another tenant's subject reads as missing in the tenant (issue 35.1)");
+  t.same(codeAndMessage(await fails(ts, admin, assign, { i: { tenantId: acme, subjectKind: 'entity', subjectId: gDevice, roleId: acmeAdminRole } })),
+    [{ code: 'BAD_REQUEST', message: 'the subject belongs to another tenant: cross-tenant grants are only for platform roles' }], 'a platform administrator is told why');
   // A stray assignment (as the defect wrote them) on a deleted role: restoring the role must not revive it.
   const role = (await ok(ts, alice.token, `mutation ($i: CreateRoleInput!) { createRole(input: $i) { id } }`, { i: { name: 'readers', tenantId: acme } })).createRole.id as string;
   await sql`insert into role_assignments (tenant_id, subject_kind, entity_id, role_id) values (${acme}, 'entity', ${gDevice}, ${role})`;
