@@ -79,7 +79,7 @@ export function createAccessGuard(deps: { sql: Queryable; authz: Authz }): Acces
 }
 
 /** AccessGuard.missing, for the domains that hold the engine only (credentials). */
-export async function missingAnswer(authz: Authz, p: Principal, kind: ObjectKind, what: string | AppError, scope: MissingScope = {}): Promise<AppError> {
+export async function missingAnswer(authz: Pick<Authz, 'decide'>, p: Principal, kind: ObjectKind, what: string | AppError, scope: MissingScope = {}): Promise<AppError> {
   const scopes = [null, ...(scope.tenantId ? [scope.tenantId] : [])];
   for (const tenantId of scopes) {
     for (const action of scope.actions ?? ['read']) {
