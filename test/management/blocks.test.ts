@@ -85,7 +85,11 @@ t.test('every scope mode: permitted caller, refused caller, cross-tenant attempt
   t.ok(await create(alice.token, { scopeMode: 'group_child_groups', groupId: objectGroup, actionIds: ['read'] }));
   t.ok(await create(alice.token, { scopeMode: 'group_descendant_groups', tenantId: tenantA, groupId: objectGroup, actionIds: ['manage'] }));
   t.same(await fail(bob.token, { scopeMode: 'group_child_groups', groupId: objectGroup, actionIds: ['read'] }), FORBIDDEN, 'a group of another tenant');
+  // Named in bob's own tenant, alice's group reads as a missing one there (issue 35.1); the platform
+  // administrator, who reads it, is told why.
   t.same(await fail(bob.token, { scopeMode: 'group', tenantId: tenantB, groupId: objectGroup, actionIds: ['read'] }),
+    bad('groupId does not resolve to a live group'));
+  t.same(await fail(admin, { scopeMode: 'group', tenantId: tenantB, groupId: objectGroup, actionIds: ['read'] }),
     bad("tenantId must be the group's tenant: group scopes stay tenant-bound"));
   t.same(await fail(admin, { scopeMode: 'group', groupId: '00000000-0000-0000-0000-000000000005', actionIds: ['read'] }),
     bad('group scopes must belong to a tenant; this group is platform-wide'));
