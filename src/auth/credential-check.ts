@@ -175,8 +175,14 @@ export function createCredentialCheck(deps: {
     // adapter (caller) relays a whole fleet: its address counts per identity, not as one total.
     const identity = subject ? subject.id : `${p.kind}:${p.identifier.toLowerCase()}`;
     const admission = await throttle.admit({ identity, ip, relayed: caller !== null });
-    checkpoint();
-    const candidate = p.kind === 'shared_key' ? await sharedKey(p, subject) : await password(p, subject, checkpoint);
+    const candidate = await (async () => {
+      checkpoint();
+      return p.kind === 'shared_key' ? await sharedKey(p, subject) : await password(p, subject, checkpoint);
+    })().catch(async (err: unknown) => {
+      // No verdict (the database cut the check, the caller went away): not a guess, not counted.
+      await admission.abandoned();
+      throw err;
+    });
     if (candidate === null) {
       await admission.failed();
       deny('invalid_secret', tenant?.id ?? null);

@@ -53,6 +53,12 @@ export interface Admission {
   failed(): Promise<void>;
   /** The secret was right: this identity's counters start afresh and the address's count is taken back. */
   succeeded(): Promise<void>;
+  /**
+   * The check never reached a verdict (the database cut it, the caller went away): it guessed nothing, so
+   * its count is taken back from every key. Never rejects: with the database still down the count stands,
+   * which errs on the guesser's side of the policy.
+   */
+  abandoned(): Promise<void>;
   /** How long the attempt was held back before it was let through (ms). */
   readonly heldMs: number;
 }
@@ -147,6 +153,11 @@ export function createLoginThrottle(deps: { sql: Sql; settings: LoginThrottleSet
           settled = true;
           // The identity's keys start afresh; the address's count is only taken back.
           await q.forgiveLoginAttempt(sql, [pair, identity], names.filter((n) => n !== pair && n !== identity));
+        },
+        abandoned: async () => {
+          if (settled) return;
+          settled = true;
+          await q.forgiveLoginAttempt(sql, [], names).catch(() => undefined);
         },
       };
     },

@@ -73,6 +73,22 @@ export function createLogin(deps: {
     return null;
   }
 
+  /** Whether the secret is the subject's (an unknown subject costs the same and is never right). */
+  async function checkSecret(kind: string, secret: string, subject: { id: string } | null): Promise<boolean> {
+    if (kind === 'password') {
+      const credential = subject ? await cq.selectPassword(sql, subject.id) : null;
+      const reference = await dummyHash();
+      const ok = (await verifyPaced(secret, credential?.secret_hash ?? reference, reference)) && credential !== null;
+      if (ok && credential && needsRehash(credential.secret_hash, settings.scrypt)) {
+        hashPassword(secret, settings.scrypt).then((h) => cq.updateSecretHash(sql, credential.id, h))
+          .catch((err: unknown) => log.warn('password rehash failed', { err: String(err) }));
+      }
+      return ok;
+    }
+    const key = await cq.selectSharedKeyState(sql, deps.hash()(secret));
+    return key !== null && subject !== null && key.entity_id === subject.id && key.status === 'active' && !key.expired;
+  }
+
   return {
     async login(input: LoginInput, meta: RequestMeta): Promise<LoginResult> {
       const kind = input.kind ?? 'password';
@@ -94,20 +110,10 @@ export function createLogin(deps: {
       const subject = found;
       // Every spelling of one entity (name, email, alias, id) guesses the same secret: one counter.
       const admission = await admit(subject ? subject.id : `${kind}:${identifier.toLowerCase()}`, facts, meta);
-      let ok = false;
-      if (kind === 'password') {
-        const credential = subject ? await cq.selectPassword(sql, subject.id) : null;
-        const reference = await dummyHash();
-        ok = await verifyPaced(secret, credential?.secret_hash ?? reference, reference);
-        ok = ok && credential !== null;
-        if (ok && credential && needsRehash(credential.secret_hash, settings.scrypt)) {
-          hashPassword(secret, settings.scrypt).then((h) => cq.updateSecretHash(sql, credential.id, h))
-            .catch((err: unknown) => log.warn('password rehash failed', { err: String(err) }));
-        }
-      } else {
-        const key = await cq.selectSharedKeyState(sql, deps.hash()(secret));
-        ok = key !== null && subject !== null && key.entity_id === subject.id && key.status === 'active' && !key.expired;
-      }
+      const ok = await checkSecret(kind, secret, subject).catch(async (err: unknown) => {
+        await admission.abandoned();
+        throw err;
+      });
       if (!ok || !subject) {
         await admission.failed();
         deny(subject ? 'invalid_secret' : 'unknown_identifier', facts, meta, subject?.id);

@@ -3,7 +3,7 @@
 // PostgreSQL when the holder's connection ends, so a stopped or crashed leader fails over by itself).
 import { randomUUID } from 'node:crypto';
 import postgres from 'postgres';
-import type { Sql } from '../db/client.js';
+import { reconnectDelaySecs, type Sql } from '../db/client.js';
 import type { Logger } from '../log.js';
 import { deleteNode, heartbeat, listNodes, pruneNodes, releaseLeadership } from './queries.js';
 
@@ -66,6 +66,7 @@ export function createNodeRegistry(options: NodeRegistryOptions): NodeRegistry {
     max: 1,
     idle_timeout: undefined,
     max_lifetime: null,
+    backoff: reconnectDelaySecs,
     connection: { application_name: 'svc-node' },
     onnotice: () => undefined,
     onclose: () => setLeader(false),

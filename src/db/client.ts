@@ -9,9 +9,20 @@ export type TransactionSql = postgres.TransactionSql<Record<string, never>>;
 /** Either the pool or an open transaction: query modules accept both so services choose the boundary. */
 export type Queryable = Sql | TransactionSql;
 
+/**
+ * Seconds before a closed connection reconnects, by its pool's count of failed attempts since the last
+ * success (postgres.js `backoff`). The library's default grows to 20 s (3^n / 100) with a count shared by
+ * the whole pool, and a query handed to a closed connection waits out its delay while the other
+ * connections sit idle: after a burst of failures (a restart, terminated backends) one EST request waited
+ * more than 10 s. Capped at 1 s, a database that is down still sees at most one attempt per connection per
+ * second. Every connection the service opens uses it.
+ */
+export const reconnectDelaySecs = (failures: number): number => (0.5 + Math.random() / 2) * Math.min(3 ** failures / 100, 1);
+
 export function createPool(url: string, config: Config['database'], log: Logger): Sql {
   return postgres(url, {
     max: config.poolMax,
+    backoff: reconnectDelaySecs,
     connect_timeout: config.connectTimeoutSecs,
     idle_timeout: config.idleTimeoutSecs || undefined,
     max_lifetime: config.maxLifetimeSecs || null,
@@ -64,7 +75,7 @@ export interface GenericPlanPoolOptions {
 export function createGenericPlanPool(url: string, options: GenericPlanPoolOptions): Sql {
   return postgres(url, {
     max: options.max, fetch_types: options.fetchTypes ?? true, idle_timeout: 60, connect_timeout: options.connectTimeoutSecs,
-    onnotice: () => undefined,
+    backoff: reconnectDelaySecs, onnotice: () => undefined,
     connection: {
       application_name: options.name, plan_cache_mode: 'force_generic_plan',
       ...(options.statementTimeoutMs !== undefined ? { statement_timeout: options.statementTimeoutMs } : {}),

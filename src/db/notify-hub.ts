@@ -2,7 +2,7 @@
 // "reconnected" signal so caches that may have missed notifications clear themselves.
 import postgres from 'postgres';
 import type { Logger } from '../log.js';
-import type { Queryable } from './client.js';
+import { reconnectDelaySecs, type Queryable } from './client.js';
 
 export const CHANNEL = 'svc_events';
 
@@ -44,6 +44,7 @@ export function createNotifyHub(url: string, pool: Queryable, log: Logger): Noti
     // No array columns here; and postgres.js fetches array types on connect in a promise it never awaits,
     // which a connection killed at that moment turns into an unhandled rejection.
     fetch_types: false,
+    backoff: reconnectDelaySecs,
     connection: { application_name: 'svc-listen' },
     onnotify: (channel: string, raw: string) => {
       if (channel !== CHANNEL) return;

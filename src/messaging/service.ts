@@ -3,7 +3,7 @@
 import postgres from 'postgres';
 import { principalOfDevice, type ClientPeer, type DeviceIdentity, type Principal } from '../auth/index.js';
 import type { AuthzService } from '../authz/index.js';
-import { createGenericPlanPool, type Sql } from '../db/client.js';
+import { createGenericPlanPool, reconnectDelaySecs, type Sql } from '../db/client.js';
 import { answerTooLarge, AppError, forbidden, invalidInput, unauthenticated } from '../errors.js';
 import { missingAnswer } from '../access/guard.js';
 import type { Logger } from '../log.js';
@@ -96,7 +96,7 @@ export function createMessaging(deps: MessagingDeps): MessagingService {
     hub: deps.hub, log, deliver: dispatch,
     connect: () => postgres(deps.url, {
       max: 1, fetch_types: false, idle_timeout: 60, connect_timeout: deps.connectTimeoutSecs, onnotice: () => undefined,
-      connection: { application_name: 'svc-relay' },
+      backoff: reconnectDelaySecs, connection: { application_name: 'svc-relay' },
     }) as unknown as Sql,
   });
   const writer = createWriter(deps.url, { ...settings.writer, connectTimeoutSecs: deps.connectTimeoutSecs }, log, (jobs: readonly BatchItem[]) => {

@@ -3,7 +3,7 @@
 // down answers 503 at once instead of letting requests hang.
 import { performance } from 'node:perf_hooks';
 import postgres from 'postgres';
-import type { Sql } from '../db/client.js';
+import { reconnectDelaySecs, type Sql } from '../db/client.js';
 import { AppError, isDataError, toAppError, unavailable } from '../errors.js';
 import type { Logger } from '../log.js';
 import { BucketCounts, LATENCY_SECONDS } from '../metrics/buckets.js';
@@ -72,7 +72,8 @@ export function createWriter(url: string, settings: WriterSettings, log: Logger,
   // unhandled rejection (seen when a database restarts).
   const connect = (): Sql => postgres(url, {
     max: 1, prepare: true, fetch_types: false, idle_timeout: undefined, max_lifetime: null,
-    connect_timeout: settings.connectTimeoutSecs, onnotice: () => undefined, connection: { application_name: 'svc-writer' },
+    connect_timeout: settings.connectTimeoutSecs, onnotice: () => undefined, backoff: reconnectDelaySecs,
+    connection: { application_name: 'svc-writer' },
   }) as unknown as Sql;
   const conns: Sql[] = Array.from({ length: settings.connections }, connect);
   const idle: number[] = conns.map((_, i) => i);

@@ -11,6 +11,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import * as grpc from '@grpc/grpc-js';
+import postgres from 'postgres';
 import t from 'tap';
 import { Agent, fetch } from 'undici';
 import { seedWorld } from '../authz/helpers/world.js';
@@ -258,4 +259,36 @@ t.test('enrollment bearer tokens: past the address ceiling unusable tokens are h
   const known = await post('127.0.0.60', admin);
   t.equal(known.status, 400, 'a known token is authenticated (then the empty body is refused)');
   t.ok(known.ms < 900, `without a hold: ${known.ms} ms`);
+});
+
+t.test('EST Basic: an attempt the database cut before its verdict is not counted as a guess', async (t) => {
+  await clearCounters();
+  const est = `https://127.0.0.1:${ts.service.ports.enrollment}/.well-known/est/simpleenroll`;
+  const csr = await estCsrFile(ca.dir);
+  const enroll = (secret: string) =>
+    curl(est, serverCert, ['--interface', '127.0.0.70', '-X', 'POST', '-H', 'content-type: application/pkcs10', '--data-binary', `@${csr.file}`, '-u', `admin:${secret}`]);
+  const holder = postgres(ts.db.url, { max: 2, onnotice: () => undefined });
+  t.teardown(() => holder.end({ timeout: 1 }));
+  const failures = async () => (await holder<{ failures: number }[]>`select failures from auth_login_failures`).reduce((n, r) => n + r.failures, 0);
+  let answer: ReturnType<typeof enroll> | undefined;
+  // The password lookup waits on a lock the test holds, after the attempt was admitted and counted; its
+  // backend is terminated while it waits.
+  await holder.begin(async (tx) => {
+    await tx`lock table credentials in access exclusive mode`;
+    answer = enroll('a wrong password');
+    let waiting: { pid: number }[] = [];
+    for (let i = 0; i < 200 && waiting.length === 0; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 25));
+      waiting = await holder<{ pid: number }[]>`
+        select pid from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query ilike '%credentials%'`;
+    }
+    t.equal(waiting.length, 1, 'the lookup waits on the lock');
+    t.equal(await failures(), 3, 'the attempt was counted as it was admitted');
+    await holder`select pg_terminate_backend(${waiting[0]!.pid})`;
+  });
+  const cut = await answer!;
+  t.equal(cut.status, 503, `the client is told to retry (${cut.body.slice(0, 80)})`);
+  t.equal(await failures(), 0, 'and the attempt is not counted');
+  t.equal((await enroll('a wrong password')).status, 401, 'the same guess with the database whole is checked');
+  t.equal(await failures(), 3, 'and counted');
 });

@@ -5,6 +5,7 @@
 // back, a burst sent at once gets one try per free slot, and refusals are 429 with Retry-After.
 // Clients are told apart by X-Forwarded-For from a trusted proxy (the test client is that proxy). Delays
 // are steered by moving a counter's last failure back in PostgreSQL, never by sleeping.
+import postgres from 'postgres';
 import t from 'tap';
 import { holdMs, releaseAt } from '../../src/auth/login-throttle.js';
 import { purgeOldLoginFailures } from '../../src/auth/queries.js';
@@ -140,4 +141,40 @@ t.test('a burst of guesses sent at once gets the free tries, not one each', asyn
     t.notOk(keys.has('ip:198.51.100.1') || keys.has('id:old'), 'zeros and closed windows go');
     t.ok(keys.has('pair:guess-1\n203.0.113.9') && !keys.has('pair:guess-1500\n203.0.113.9'), 'one-failure counters go least recent first');
   });
+});
+
+t.test('an attempt the database cut before its verdict is not counted as a guess', async (t) => {
+  const ts = await startAuthService(t, PROXY);
+  const holder = postgres(ts.db.url, { max: 2, onnotice: () => undefined });
+  t.teardown(() => holder.end({ timeout: 1 }));
+  const failures = async () => (await holder<{ key: string; failures: number }[]>`
+    select key, failures from auth_login_failures where key like 'pair:%' or key like 'id:%' or key like 'ip:203.0.113.40%'`)
+    .reduce((sum, row) => sum + row.failures, 0);
+
+  // The credential lookup waits on a lock the test holds; its backend is terminated while it waits, after
+  // the attempt was admitted (counted) and before the secret was looked at.
+  for (const [kind, identifier, secret] of [['password', 'admin', 'a wrong password'], ['shared_key', 'admin', 'not-a-key']] as const) {
+    let answer: ReturnType<typeof login> | undefined;
+    await holder.begin(async (tx) => {
+      await tx`lock table credentials in access exclusive mode`;
+      const body = { query: 'mutation ($i: LoginInput!) { login(input: $i) { token } }', variables: { i: { identifier, secret, kind } } };
+      answer = fetch(`${ts.url()}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-forwarded-for': '203.0.113.40' }, body: JSON.stringify(body) })
+        .then(async (res) => ({ status: res.status, body: (await res.json()) as { errors?: { extensions: { code: string } }[] } })) as never;
+      let waiting: { pid: number }[] = [];
+      for (let i = 0; i < 200 && waiting.length === 0; i++) {
+        await new Promise((r) => setTimeout(r, 25));
+        waiting = await holder<{ pid: number }[]>`
+          select pid from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query ilike '%from credentials%'`;
+      }
+      t.equal(waiting.length, 1, `${kind}: the lookup waits on the lock`);
+      t.equal(await failures(), 3, `${kind}: the attempt was counted as it was admitted`);
+      await holder`select pg_terminate_backend(${waiting[0]!.pid})`;
+    });
+    const { status, body } = (await answer) as unknown as { status: number; body: { errors?: { extensions: { code: string } }[] } };
+    t.match({ status, code: body.errors?.[0]?.extensions.code }, { code: 'SERVICE_UNAVAILABLE' }, `${kind}: the caller is told to retry`);
+    t.equal(await failures(), 0, `${kind}: and the attempt is not counted: no verdict, no guess`);
+  }
+  // The same wrong password with the database whole is a counted failure: the check above could fail.
+  t.equal((await login(ts, '203.0.113.40', 'admin', 'a wrong password')).message, 'invalid credentials');
+  t.equal(await failures(), 3, 'a real failure counts on the pair, the identity and the address');
 });

@@ -13,7 +13,7 @@
 // twice, with the same event id.
 import { createHmac } from 'node:crypto';
 import postgres from 'postgres';
-import type { Sql } from '../../db/client.js';
+import { reconnectDelaySecs, type Sql } from '../../db/client.js';
 import type { Logger } from '../../log.js';
 import * as q from './queries.js';
 
@@ -63,6 +63,7 @@ export function createOutboxRelay(deps: { url: string; sql: Sql; log: Logger; se
     max: 1,
     idle_timeout: undefined,
     max_lifetime: null,
+    backoff: reconnectDelaySecs,
     connection: { application_name: deps.applicationName ?? 'svc-outbox-relay' },
     onnotice: () => undefined,
     onclose: () => { lockHeld = false; },
