@@ -27,7 +27,6 @@ type Paged = Record<string, unknown> & { limit?: number | null; offset?: number 
 
 const policyRef = (tenantId: string | null) => ({ kind: 'policy' as const, id: null, tenantId });
 
-
 export function createBlockService(deps: BlockDeps) {
   const { sql, authz, audit } = deps;
   const gate = createModelGate({ sql, authz });
@@ -49,7 +48,7 @@ export function createBlockService(deps: BlockDeps) {
    * A block's object or group, named in its input: one the caller may not read answers exactly as a
    * missing one (in the tenant the input names), so a refused caller cannot probe another tenant's ids.
    */
-  async function unreadable(p: Principal, spec: BlockInput, object: { kind: ObjectKind; id: string }, notLive: string): Promise<AppError> {
+  function unreadable(p: Principal, spec: BlockInput, object: { kind: ObjectKind; id: string }, notLive: string): Promise<AppError> {
     return gate.missing(p, object.kind, invalidInput(notLive), { tenantId: spec.tenantId, actions: ANY_READ });
   }
 
