@@ -5,7 +5,7 @@ import type { AuditWriter } from '../audit/writer.js';
 import type { Authz } from '../authz/types.js';
 import type { Sql } from '../db/client.js';
 import { pageOf } from '../db/paging.js';
-import { forbidden, invalidInput, notFound } from '../errors.js';
+import { forbidden, invalidInput } from '../errors.js';
 import type { CredentialAuthority } from './authority.js';
 import * as cq from './credential-queries.js';
 import { checkPasswordPolicy, hashPassword, verifyPassword, type ScryptParams } from './passwords.js';
@@ -82,9 +82,9 @@ export function createCredentialService(deps: {
     if (unknown !== undefined) throw invalidInput(`unknown action: ${unknown}`);
   }
 
-  async function loadToken(credentialId: string) {
+  async function loadToken(p: Principal, credentialId: string) {
     const cred = await cq.selectCredential(sql, credentialId);
-    if (!cred || cred.kind !== 'access_token') throw notFound('access token');
+    if (!cred || cred.kind !== 'access_token') throw await authority.missing(p, 'access token');
     return { cred, entity: (await q.selectEntity(sql, cred.entity_id)) as q.EntityRow };
   }
 
@@ -154,7 +154,7 @@ export function createCredentialService(deps: {
 
     async replaceAccessTokenPermissions(p: Principal, credentialId: string, list: PermissionInput[], meta: RequestMeta): Promise<boolean> {
       noScoped(p);
-      const { cred, entity } = await loadToken(credentialId);
+      const { cred, entity } = await loadToken(p, credentialId);
       await authority.require(p, entity, 'manage');
       if (!cred.scoped) throw invalidInput('cannot set permissions on an unscoped access token');
       if (cred.status !== 'active') throw invalidInput('access token is revoked');
@@ -171,7 +171,7 @@ export function createCredentialService(deps: {
     },
 
     async revokeAccessToken(p: Principal, credentialId: string, meta: RequestMeta): Promise<boolean> {
-      const { cred, entity } = await loadToken(credentialId);
+      const { cred, entity } = await loadToken(p, credentialId);
       // A scoped token may give itself up, and nothing else.
       if (p.scoped ? p.credentialId !== cred.id : !(await authority.allowed(p, entity, 'manage', true))) throw forbidden();
       return revoke(p, cred, entity, 'access_token.revoke', meta);
@@ -229,7 +229,7 @@ export function createCredentialService(deps: {
     async revokeCredential(p: Principal, credentialId: string, entityId: string | null | undefined, meta: RequestMeta): Promise<boolean> {
       noScoped(p);
       const cred = await cq.selectCredential(sql, credentialId);
-      if (!cred || (entityId && entityId !== cred.entity_id)) throw notFound('credential');
+      if (!cred || (entityId && entityId !== cred.entity_id)) throw await authority.missing(p, 'credential');
       const entity = await authority.require(p, await q.selectEntity(sql, cred.entity_id), 'manage');
       if (cred.kind === 'certificate') throw invalidInput('certificates are revoked with revokeCertificateV2');
       return revoke(p, cred, entity, 'credential.revoke', meta);

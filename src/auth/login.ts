@@ -131,21 +131,23 @@ export function createLogin(deps: {
       }
       let tenantId: string | null = subject.tenant_id;
       if (tenant) {
-        if ('missing' in tenant) {
-          deny('tenant_not_found', facts, meta, subject.id);
-          throw notFound('tenant');
-        }
-        if (tenant.status !== 'active') {
-          deny(`tenant_${tenant.status}`, facts, meta, subject.id, tenant.id);
-          throw forbidden(`tenant is ${tenant.status}`);
-        }
         const probe: Principal = {
           entityId: subject.id, entityKind: subject.kind, homeTenantId: subject.tenant_id, tenantId: null,
           sessionId: null, credentialId: null, credentialKind: 'session', scoped: false,
         };
+        // Someone who may not enter the tenant learns nothing about it: an unknown tenant, another one and
+        // its state all answer 'forbidden' (only a platform administrator reads 'tenant not found').
+        if ('missing' in tenant) {
+          deny('tenant_not_found', facts, meta, subject.id);
+          throw (await authz.isPlatformAdmin(probe)) ? notFound('tenant') : forbidden();
+        }
         if (!(await q.belongsToTenant(sql, subject.id, tenant.id)) && !(await authz.isPlatformAdmin(probe))) {
           deny('not_a_tenant_member', facts, meta, subject.id, tenant.id);
           throw forbidden();
+        }
+        if (tenant.status !== 'active') {
+          deny(`tenant_${tenant.status}`, facts, meta, subject.id, tenant.id);
+          throw forbidden(`tenant is ${tenant.status}`);
         }
         tenantId = tenant.id;
       }

@@ -31,14 +31,30 @@ export function createMembershipService(deps: MembershipDeps) {
     return row;
   }
 
-  async function loadGroup(id: unknown, type: 'object' | 'principal', field: string): Promise<q.GroupRow> {
+  /** A live entity or group named by an operation of `p`; none answers as guard.missing says. */
+  async function lookupEntity(p: Principal, id: unknown, field = 'entityId'): Promise<EntityRow> {
+    const row = await m.findEntity(sql, v.uuid(field, id));
+    if (!row || row.deleted_at) throw await guard.missing(p, 'entity', 'entity', { tenantId: row?.tenant_id });
+    return row;
+  }
+
+  async function lookupGroup(p: Principal, id: unknown, field: string): Promise<q.GroupRow> {
     const row = await q.findGroup(sql, v.uuid(field, id));
-    if (!row || row.deleted_at) throw notFound('group');
+    if (!row || row.deleted_at) throw await guard.missing(p, 'group', 'group', { tenantId: row?.tenant_id });
+    return row;
+  }
+
+  /** Checked once the caller is authorized on the group, so the type tells a refused caller nothing. */
+  function ofType(row: q.GroupRow, type: 'object' | 'principal', field: string): q.GroupRow {
     if (row.group_type !== type) throw invalidInput(`${field} must be ${type === 'object' ? 'an object' : 'a principal'} group`);
     return row;
   }
 
-  /** Object groups are tenant boundaries: only the tenant's own entities go in (never global or foreign ones). */
+  /**
+   * Object groups are tenant boundaries: only the tenant's own entities go in (never global or foreign
+   * ones). Checked after the caller's grants on both, so another tenant's object is refused like a
+   * missing one before its tenant is compared.
+   */
   function sameTenant(entity: EntityRow, group: q.GroupRow): void {
     if (entity.tenant_id !== group.tenant_id) throw invalidInput('the entity and the object group belong to different tenants');
   }
@@ -60,10 +76,11 @@ export function createMembershipService(deps: MembershipDeps) {
 
   return {
     async addEntityToObjectGroup(p: Principal, entityId: unknown, groupId: unknown): Promise<EntityRow> {
-      const entity = await loadEntity(entityId);
-      const group = await loadGroup(groupId, 'object', 'objectGroupId');
-      sameTenant(entity, group);
+      const entity = await lookupEntity(p, entityId);
+      const group = await lookupGroup(p, groupId, 'objectGroupId');
       await requireContainment(p, entity, group);
+      ofType(group, 'object', 'objectGroupId');
+      sameTenant(entity, group);
       // Adding twice is a no-op: nothing changed, nothing to audit or invalidate.
       if (!(await m.insertObjectGroupEntity(sql, group.id, entity.id))) return entity;
       record(p, 'group.entity.add', group, { entityId: entity.id });
@@ -71,17 +88,18 @@ export function createMembershipService(deps: MembershipDeps) {
     },
 
     async removeEntityFromObjectGroup(p: Principal, entityId: unknown, groupId: unknown): Promise<EntityRow> {
-      const entity = await loadEntity(entityId);
-      const group = await loadGroup(groupId, 'object', 'objectGroupId');
-      sameTenant(entity, group);
+      const entity = await lookupEntity(p, entityId);
+      const group = await lookupGroup(p, groupId, 'objectGroupId');
       await requireContainment(p, entity, group);
+      ofType(group, 'object', 'objectGroupId');
+      sameTenant(entity, group);
       if (!(await m.deleteObjectGroupEntity(sql, group.id, entity.id))) return entity;
       record(p, 'group.entity.remove', group, { entityId: entity.id });
       return containmentChanged(entity.id);
     },
 
     async clearEntityObjectGroups(p: Principal, entityId: unknown): Promise<EntityRow> {
-      const entity = await loadEntity(entityId);
+      const entity = await lookupEntity(p, entityId);
       await guard.requireWrite(p, ['manage'], { kind: 'entity', id: entity.id }, entity.tenant_id);
       const groups = await m.entityObjectGroups(sql, entity.id);
       for (const g of groups) await guard.requireAny(p, ['manage'], { kind: 'group', id: g.id });
@@ -96,13 +114,16 @@ export function createMembershipService(deps: MembershipDeps) {
      * group's roles and direct policies first (require_override only for a platform administrator).
      */
     async addGroupMember(p: Principal, groupId: unknown, entityId: unknown, requestId: string | null = null): Promise<boolean> {
-      const group = await loadGroup(groupId, 'principal', 'groupId');
-      const entity = await loadEntity(entityId);
-      // Global entities may join any principal group; a tenant's entities only its own tenant's (or platform) groups.
+      const group = await lookupGroup(p, groupId, 'groupId');
+      await guard.requireWrite(p, MEMBERSHIP_ACTIONS, { kind: 'group', id: group.id }, group.tenant_id);
+      ofType(group, 'principal', 'groupId');
+      const entity = await lookupEntity(p, entityId);
+      // Global entities may join any principal group; a tenant's entities only its own tenant's (or platform)
+      // groups. Another tenant's entity is refused like a missing one unless the caller may read it.
       if (entity.tenant_id && group.tenant_id && entity.tenant_id !== group.tenant_id) {
+        await guard.requireRead(p, { kind: 'entity', id: entity.id });
         throw invalidInput('the entity and the principal group belong to different tenants');
       }
-      await guard.requireWrite(p, MEMBERSHIP_ACTIONS, { kind: 'group', id: group.id }, group.tenant_id);
       const outcome = await sql.begin(async (tx) => {
         // Pins the group (and its deletion or status) while its grants are judged against the newcomer.
         if (!(await q.lockGroup(tx, group.id))) throw notFound('group');
@@ -121,9 +142,10 @@ export function createMembershipService(deps: MembershipDeps) {
     },
 
     async removeGroupMember(p: Principal, groupId: unknown, entityId: unknown): Promise<boolean> {
-      const group = await loadGroup(groupId, 'principal', 'groupId');
+      const group = await lookupGroup(p, groupId, 'groupId');
       const member = v.uuid('entityId', entityId);
       await guard.requireWrite(p, MEMBERSHIP_ACTIONS, { kind: 'group', id: group.id }, group.tenant_id);
+      ofType(group, 'principal', 'groupId');
       const removed = await m.deletePrincipalMember(sql, group.id, member);
       if (!removed) return false;
       record(p, 'group.member.remove', group, { entityId: member });
@@ -132,14 +154,13 @@ export function createMembershipService(deps: MembershipDeps) {
     },
 
     async groupMembers(p: Principal, groupId: unknown): Promise<EntityRow[]> {
-      const row = await q.findGroup(sql, v.uuid('groupId', groupId));
-      if (!row || row.deleted_at) throw notFound('group');
+      const row = await lookupGroup(p, groupId, 'groupId');
       await guard.requireRead(p, { kind: 'group', id: row.id });
       return m.listGroupMembers(sql, row.id, row.group_type);
     },
 
     async entityGroups(p: Principal, entityId: unknown): Promise<string[]> {
-      const entity = await loadEntity(entityId);
+      const entity = await lookupEntity(p, entityId);
       await guard.requireRead(p, { kind: 'entity', id: entity.id });
       return m.entityGroupIds(sql, entity.id);
     },

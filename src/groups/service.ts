@@ -44,6 +44,13 @@ export function createGroupService(deps: GroupDeps) {
     return row;
   }
 
+  /** A live group by id for an operation of `p`; no such group answers as guard.missing says. */
+  async function lookup(p: Principal, id: unknown, field = 'id'): Promise<q.GroupRow> {
+    const row = await q.findGroup(sql, v.uuid(field, id));
+    if (!row || row.deleted_at) throw await guard.missing(p, 'group', 'group', { tenantId: row?.tenant_id });
+    return row;
+  }
+
   const ref = (row: q.GroupRow) => ({ kind: 'group' as const, id: row.id });
 
   function record(p: Principal, event: string, row: { id: string; tenant_id: string | null }, details: Record<string, unknown> = {}) {
@@ -87,15 +94,18 @@ export function createGroupService(deps: GroupDeps) {
     return q.listGroups(listingSql(sql, deps.pages, q.plainGroupListing(filter)), filter, pageOf(args, deps.lists));
   }
 
-  /** Both groups must be live object groups of one tenant; the caller manages both. */
+  /**
+   * Both groups must be live object groups of one tenant; the caller manages both. The grants come first,
+   * so another tenant's group is refused exactly like a missing one before types or tenants are compared.
+   */
   async function nestable(p: Principal, child: q.GroupRow, parent: q.GroupRow): Promise<string> {
+    await guard.requireWrite(p, ['manage'], ref(child), child.tenant_id);
+    await guard.requireWrite(p, ['manage'], ref(parent), parent.tenant_id);
     if (child.group_type !== 'object' || parent.group_type !== 'object') {
       throw invalidInput('principal groups are flat: only object groups nest');
     }
     if (child.id === parent.id) throw invalidInput('a group cannot be its own parent');
     if (child.tenant_id !== parent.tenant_id) throw invalidInput('object groups nest only within one tenant');
-    await guard.requireWrite(p, ['manage'], ref(child), child.tenant_id);
-    await guard.requireWrite(p, ['manage'], ref(parent), parent.tenant_id);
     return child.tenant_id as string;
   }
 
@@ -123,7 +133,7 @@ export function createGroupService(deps: GroupDeps) {
     async get(p: Principal, id: unknown): Promise<q.GroupRow> {
       // A soft-deleted object is missing to live reads, whoever asks: lists show it with deleted: deleted
       // or all, and restore and purge still take its id.
-      const row = await load(id);
+      const row = await lookup(p, id);
       await guard.requireRead(p, ref(row));
       return row;
     },
@@ -131,13 +141,13 @@ export function createGroupService(deps: GroupDeps) {
     list,
 
     async childGroups(p: Principal, args: GroupListArgs): Promise<ListResult<q.GroupRow>> {
-      const parent = await load(args.parentId, false, 'parentId');
+      const parent = await lookup(p, args.parentId, 'parentId');
       await guard.requireRead(p, ref(parent));
       return list(p, { limit: args.limit, offset: args.offset }, { parentId: parent.id });
     },
 
     async update(p: Principal, id: unknown, input: Record<string, unknown>): Promise<q.GroupRow> {
-      const row = await load(id);
+      const row = await lookup(p, id);
       const changes: q.GroupChanges = {};
       if (v.given(input, 'name')) changes.name = v.name('name', input.name);
       // description: omitted keeps it, null clears it; attributes replace the whole object.
@@ -150,7 +160,7 @@ export function createGroupService(deps: GroupDeps) {
     },
 
     async setStatus(p: Principal, id: unknown, status: GroupStatus): Promise<q.GroupRow> {
-      const row = await load(id);
+      const row = await lookup(p, id);
       await guard.requireWrite(p, ['manage'], ref(row), row.tenant_id);
       if (!(await q.updateGroup(sql, row.id, { status }))) throw notFound('group');
       record(p, STATUS_EVENTS[status], row, { previousStatus: row.status });
@@ -159,8 +169,8 @@ export function createGroupService(deps: GroupDeps) {
     },
 
     async setParent(p: Principal, id: unknown, parentId: unknown, fields = { id: 'id', parentId: 'parentId' }): Promise<q.GroupRow> {
-      const child = await load(id, false, fields.id);
-      const parent = await load(parentId, false, fields.parentId);
+      const child = await lookup(p, id, fields.id);
+      const parent = await lookup(p, parentId, fields.parentId);
       const tenantId = await nestable(p, child, parent);
       const moved = await sql.begin(async (tx) => {
         const locked = await q.lockHierarchy(tx, tenantId, [child.id, parent.id]);
@@ -178,9 +188,9 @@ export function createGroupService(deps: GroupDeps) {
     },
 
     async removeParent(p: Principal, id: unknown, field = 'id'): Promise<boolean> {
-      const child = await load(id, false, field);
-      if (child.group_type !== 'object') throw invalidInput('principal groups are flat: they have no parent');
+      const child = await lookup(p, id, field);
       await guard.requireWrite(p, ['manage'], ref(child), child.tenant_id);
+      if (child.group_type !== 'object') throw invalidInput('principal groups are flat: they have no parent');
       if (!child.parent_id) return true;
       const previous = await q.findGroup(sql, child.parent_id);
       // Taking a subtree out narrows what grants on the old parent reach: that is the parent's business too.
@@ -195,7 +205,7 @@ export function createGroupService(deps: GroupDeps) {
     },
 
     async remove(p: Principal, id: unknown): Promise<boolean> {
-      const row = await load(id);
+      const row = await lookup(p, id);
       await guard.requireWrite(p, ['manage', 'delete'], ref(row), row.tenant_id);
       if (!(await q.softDeleteGroup(sql, row.id, p.entityId))) throw notFound('group');
       record(p, 'group.delete', row);

@@ -52,6 +52,13 @@ export function createIdentityService(deps: IdentityDeps) {
   const guard = createAccessGuard({ sql, authz });
   const ref = (row: q.EntityRow) => ({ kind: 'entity' as const, id: row.id });
 
+  /** A live entity by id for an operation of `p`; no such entity answers as guard.missing says. */
+  async function lookup(p: Principal, id: unknown): Promise<q.EntityRow> {
+    const row = await q.findEntity(sql, v.uuid('id', id));
+    if (!row || row.deleted_at) throw await guard.missing(p, 'entity', 'entity', { tenantId: row?.tenant_id });
+    return row;
+  }
+
   /** A live entity the caller may read or manage; any other id is answered like one that does not exist. */
   async function visible(p: Principal, id: unknown): Promise<q.EntityRow> {
     const row = await load(id);
@@ -110,7 +117,7 @@ export function createIdentityService(deps: IdentityDeps) {
     async get(p: Principal, id: unknown): Promise<q.EntityRow> {
       // A soft-deleted object is missing to live reads, whoever asks: lists show it with deleted: deleted
       // or all, and restore and purge still take its id.
-      const row = await load(id);
+      const row = await lookup(p, id);
       await guard.requireRead(p, ref(row));
       return row;
     },
@@ -144,7 +151,7 @@ export function createIdentityService(deps: IdentityDeps) {
     },
 
     async update(p: Principal, id: unknown, input: Record<string, unknown>): Promise<q.EntityRow> {
-      const row = await load(id);
+      const row = await lookup(p, id);
       if ('email' in input || 'password' in input) throw invalidInput('updateEntity never changes email or password');
       const changes: q.EntityChanges = {};
       if (v.given(input, 'name')) changes.name = v.name('name', input.name);
@@ -171,7 +178,7 @@ export function createIdentityService(deps: IdentityDeps) {
     },
 
     async setStatus(p: Principal, id: unknown, status: 'active' | 'inactive'): Promise<q.EntityRow> {
-      const row = await load(id);
+      const row = await lookup(p, id);
       await requireWrite(p, ['manage'], row);
       await q.updateEntity(sql, row.id, { status });
       record(p, status === 'active' ? 'entity.enable' : 'entity.disable', row);
@@ -179,7 +186,7 @@ export function createIdentityService(deps: IdentityDeps) {
     },
 
     async remove(p: Principal, id: unknown): Promise<boolean> {
-      const row = await load(id);
+      const row = await lookup(p, id);
       await requireWrite(p, ['manage', 'delete'], row);
       const done = await sql.begin(async (tx) => {
         if (!(await q.softDeleteEntity(tx, row.id, p.entityId))) return false;
@@ -234,7 +241,7 @@ export function createIdentityService(deps: IdentityDeps) {
     },
 
     async removeOwnership(p: Principal, ownerId: unknown, ownedId: unknown): Promise<boolean> {
-      const owned = await load(ownedId);
+      const owned = await lookup(p, ownedId);
       const owner = v.uuid('ownerId', ownerId);
       await requireWrite(p, ['manage'], owned);
       const removed = await q.deleteOwnership(sql, owner, owned.id);
@@ -243,7 +250,7 @@ export function createIdentityService(deps: IdentityDeps) {
     },
 
     async ownedEntities(p: Principal, ownerId: unknown): Promise<q.EntityRow[]> {
-      const owner = await load(ownerId);
+      const owner = await lookup(p, ownerId);
       await guard.requireRead(p, ref(owner));
       const rows = await q.listOwnedEntities(sql, owner.id);
       const allowed = await Promise.all(rows.map((r) => authz.decide(p, 'read', { kind: 'entity', id: r.id }, { readingFrozenTenant: true })));

@@ -4,7 +4,8 @@ import postgres from 'postgres';
 import { principalOfDevice, type ClientPeer, type DeviceIdentity, type Principal } from '../auth/index.js';
 import type { AuthzService } from '../authz/index.js';
 import { createGenericPlanPool, reconnectDelaySecs, type Sql } from '../db/client.js';
-import { answerTooLarge, AppError, forbidden, invalidInput, notFound, unauthenticated } from '../errors.js';
+import { answerTooLarge, AppError, forbidden, invalidInput, unauthenticated } from '../errors.js';
+import { missingAnswer } from '../access/guard.js';
 import type { Logger } from '../log.js';
 import type { BatchItem } from './batch-literals.js';
 import { mediaTypeOf, SENML_JSON } from './media-type.js';
@@ -123,15 +124,21 @@ export function createMessaging(deps: MessagingDeps): MessagingService {
     return p;
   }
 
-  /** The channel must be a live channel resource of this workspace (engine facts: cached, invalidated with it). */
-  async function requireChannel(workspaceId: string, channelId: string): Promise<void> {
-    if (!isChannelOf(await authz.engine.objectFacts('resource', channelId), workspaceId)) throw notFound('channel');
+  /**
+   * The channel must be a live channel resource of this workspace (engine facts: cached, invalidated with
+   * it). Anything else answers as guard.missing says: 'channel not found' only to a caller reading the
+   * workspace's resources (or every tenant's), 'forbidden' to the rest, who are refused on a real channel
+   * they hold no grant on that same way. A device reads no kind as a whole: always 'forbidden'.
+   */
+  async function requireChannel(p: Principal, workspaceId: string, channelId: string): Promise<void> {
+    if (isChannelOf(await authz.engine.objectFacts('resource', channelId), workspaceId)) return;
+    throw await missingAnswer(authz, p, 'resource', 'channel', { tenantId: workspaceId });
   }
 
   async function requireDevice(device: DeviceIdentity, workspaceId: string, action: 'publish' | 'subscribe', channelId: string): Promise<void> {
     if (device.status !== 'active') throw forbidden('forbidden; device is not active');
     if (device.tenantId !== workspaceId) throw forbidden('forbidden; the device does not belong to this workspace');
-    await requireChannel(workspaceId, channelId);
+    await requireChannel(principalOf(device), workspaceId, channelId);
     const d = await authz.decide(principalOf(device), action, { kind: 'resource', id: channelId });
     if (!d.allowed) throw denied(d.reason);
   }
@@ -209,7 +216,7 @@ export function createMessaging(deps: MessagingDeps): MessagingService {
 
   async function authorizeSubscribe(subject: Subject, workspaceId: string, channelId: string): Promise<void> {
     if ('device' in subject) return requireDevice(subject.device, workspaceId, 'subscribe', channelId);
-    await requireChannel(workspaceId, channelId);
+    await requireChannel(subject.principal, workspaceId, channelId);
     const object = { kind: 'resource' as const, id: channelId };
     // Reading a frozen tenant's data stays allowed (SPEC: frozen data remains readable).
     const read = await authz.decide(subject.principal, 'read', object, { readingFrozenTenant: true });

@@ -2,16 +2,16 @@
 // every scope mode's validation, listed per tenant, deleted only when nothing links them.
 import type { AuditWriter } from '../audit/writer.js';
 import type { Principal } from '../auth/principal.js';
-import type { AuthzService, Invalidation } from '../authz/index.js';
+import type { AuthzService, Invalidation, ObjectKind } from '../authz/index.js';
 import type { Sql } from '../db/client.js';
 import { pageOf, type ListResult } from '../db/paging.js';
-import { conflict, invalidInput, notFound } from '../errors.js';
+import { conflict, invalidInput, notFound, type AppError } from '../errors.js';
 import { findGroup } from '../groups/index.js';
 import * as v from '../validate.js';
 import { actionsByRef } from './action-queries.js';
 import * as q from './block-queries.js';
 import { parseBlockInput, scopeMode, targetOf, type BlockInput } from './block-spec.js';
-import { createModelGate, POLICY_READ } from './gate.js';
+import { ANY_READ, createModelGate, POLICY_READ } from './gate.js';
 
 export interface BlockDeps {
   sql: Sql;
@@ -37,14 +37,31 @@ export function createBlockService(deps: BlockDeps) {
     return row;
   }
 
+  /** A block by id for an operation of `p`; none answers as guard.missing says. */
+  async function lookup(p: Principal, id: unknown): Promise<q.BlockRow> {
+    const row = await q.findBlock(sql, v.uuid('id', id));
+    if (!row) throw await gate.missing(p, 'policy', 'permission block', { actions: POLICY_READ });
+    return row;
+  }
+
+  /**
+   * A block's object or group, named in its input: one the caller may not read answers exactly as a
+   * missing one (in the tenant the input names), so a refused caller cannot probe another tenant's ids.
+   */
+  function unreadable(p: Principal, spec: BlockInput, object: { kind: ObjectKind; id: string }, notLive: string): Promise<AppError> {
+    return gate.missing(p, object.kind, invalidInput(notLive), { tenantId: spec.tenantId, actions: ANY_READ });
+  }
+
   /** Exact-object scopes: the object must exist; its kind, type and tenant complete the block. */
-  async function objectTarget(spec: BlockInput) {
+  async function objectTarget(p: Principal, spec: BlockInput) {
     const id = spec.objectId as string;
     const found = spec.objectKind === 'api_endpoint'
       ? await q.resolveEndpoint(sql, id)
       : [...await q.resolveObject(sql, spec.objectKind, id), ...(spec.objectKind === null ? await q.resolveEndpoint(sql, id) : [])];
     const object = found[0];
-    if (!object) throw invalidInput(`objectId does not resolve to a live ${spec.objectKind ?? 'object'}`);
+    const notLive = `objectId does not resolve to a live ${spec.objectKind ?? 'object'}`;
+    const kind = (object?.kind ?? spec.objectKind ?? 'entity') as ObjectKind;
+    if (!object || !(await gate.canRead(p, { kind, id }, ANY_READ))) throw await unreadable(p, spec, { kind, id }, notLive);
     if (found.length > 1) throw invalidInput('objectId matches objects of several kinds; set objectKind');
     if (spec.objectType !== null && spec.objectType !== object.type) {
       throw invalidInput(`objectType does not match the object, which is ${object.type ?? `a ${object.kind} (no sub-kind)`}`);
@@ -57,9 +74,10 @@ export function createBlockService(deps: BlockDeps) {
   }
 
   /** Object-group scopes stay tenant-bound: the group's tenant is the block's. */
-  async function groupTarget(spec: BlockInput): Promise<string> {
+  async function groupTarget(p: Principal, spec: BlockInput): Promise<string> {
     const group = await findGroup(sql, spec.groupId as string);
-    if (!group || group.deleted_at) throw invalidInput('groupId does not resolve to a live group');
+    const ref = { kind: 'group' as const, id: spec.groupId as string };
+    if (!group || group.deleted_at || !(await gate.canRead(p, ref, ANY_READ))) throw await unreadable(p, spec, ref, 'groupId does not resolve to a live group');
     if (spec.scopeMode !== 'group' && group.group_type !== 'object') throw invalidInput(`scopeMode ${spec.scopeMode} needs an object group`);
     if (group.tenant_id === null) throw invalidInput('group scopes must belong to a tenant; this group is platform-wide');
     if (spec.tenantId && spec.tenantId !== group.tenant_id) throw invalidInput("tenantId must be the group's tenant: group scopes stay tenant-bound");
@@ -82,12 +100,12 @@ export function createBlockService(deps: BlockDeps) {
       let kind = spec.objectKind;
       let type = spec.objectType;
       if (spec.scopeMode === 'object') {
-        const target = await objectTarget(spec);
+        const target = await objectTarget(p, spec);
         tenantId = target.tenantId;
         kind = target.kind;
         type = type ?? target.type;
       } else if (spec.scopeMode.startsWith('group')) {
-        tenantId = await groupTarget(spec);
+        tenantId = await groupTarget(p, spec);
       }
       await gate.writeAny(p, ['policy.manage'], policyRef(tenantId), tenantId);
       const actions = await resolveActions(spec.actionRefs);
@@ -115,7 +133,7 @@ export function createBlockService(deps: BlockDeps) {
     },
 
     async get(p: Principal, id: unknown): Promise<q.BlockRow> {
-      const row = await load(id);
+      const row = await lookup(p, id);
       await gate.readAny(p, POLICY_READ, { kind: 'policy', id: row.id });
       return row;
     },
@@ -128,7 +146,7 @@ export function createBlockService(deps: BlockDeps) {
     },
 
     async remove(p: Principal, id: unknown, requestId: string | null = null): Promise<boolean> {
-      const row = await load(id);
+      const row = await lookup(p, id);
       await gate.writeAny(p, ['policy.manage'], { kind: 'policy', id: row.id }, row.tenant_id);
       await sql.begin(async (tx) => {
         if (!(await q.lockBlock(tx, row.id))) throw notFound('permission block');

@@ -14,7 +14,7 @@ import { objectKind, objectType } from './block-spec.js';
 import * as q from './direct-policy-queries.js';
 import { createModelGate, POLICY_READ } from './gate.js';
 import { lockPrincipalGroup } from './subject-queries.js';
-import { loadSubject, reachOf, requireSubjectInTenant, SUBJECT_KINDS } from './subjects.js';
+import { lookupSubject, reachOf, requireSubjectInTenant, SUBJECT_KINDS } from './subjects.js';
 
 export interface DirectPolicyDeps {
   sql: Sql;
@@ -37,6 +37,13 @@ export function createDirectPolicyService(deps: DirectPolicyDeps) {
     return row;
   }
 
+  /** A direct policy by id for an operation of `p`; none answers as guard.missing says. */
+  async function lookup(p: Principal, id: unknown): Promise<q.DirectPolicyRow> {
+    const row = await q.findDirectPolicy(sql, v.uuid('id', id));
+    if (!row) throw await gate.missing(p, 'policy', 'direct policy', { actions: POLICY_READ });
+    return row;
+  }
+
   return {
     async list(p: Principal, args: Paged): Promise<ListResult<q.DirectPolicyRow>> {
       const tenantId = given(args, 'tenantId') ? v.uuid('tenantId', args.tenantId) : undefined;
@@ -55,13 +62,18 @@ export function createDirectPolicyService(deps: DirectPolicyDeps) {
 
     async create(p: Principal, input: Record<string, unknown>, requestId: string | null = null): Promise<q.DirectPolicyRow> {
       const tenantId = v.optionalUuid('tenantId', input.tenantId);
-      const subject = await loadSubject(sql, input.subjectKind, input.subjectId);
-      const block = await findBlock(sql, v.uuid('permissionBlockId', input.permissionBlockId));
-      if (!block) throw notFound('permission block');
-      if (block.tenant_id !== tenantId) throw invalidInput('direct policy tenantId must match the permission block tenantId');
-      // A platform-wide block reaches across tenants: only a platform administrator attaches one.
+      const blockId = v.uuid('permissionBlockId', input.permissionBlockId);
+      // A platform-wide block reaches across tenants: only a platform administrator attaches one. The grant
+      // comes before the subject and block are looked up: a refused caller learns nothing about either.
       if (tenantId === null) await gate.requirePlatformAdmin(p);
       await gate.writeAny(p, ['policy.manage'], { kind: 'policy', id: null, tenantId }, tenantId);
+      const subject = await lookupSubject(sql, gate, p, input.subjectKind, input.subjectId, tenantId);
+      const block = await findBlock(sql, blockId);
+      // Another tenant's block the caller may not read reads as a missing one in this tenant.
+      if (!block || (block.tenant_id !== tenantId && !(await gate.canRead(p, { kind: 'policy', id: block.id }, POLICY_READ)))) {
+        throw await gate.missing(p, 'policy', 'permission block', { tenantId, actions: POLICY_READ });
+      }
+      if (block.tenant_id !== tenantId) throw invalidInput('direct policy tenantId must match the permission block tenantId');
       requireSubjectInTenant(subject, tenantId, tenantId === null);
       const operation = 'direct_policy.create';
       const { id, guard } = await sql.begin(async (tx) => {
@@ -82,7 +94,7 @@ export function createDirectPolicyService(deps: DirectPolicyDeps) {
     },
 
     async remove(p: Principal, id: unknown, requestId: string | null = null): Promise<boolean> {
-      const row = await load(id);
+      const row = await lookup(p, id);
       await gate.writeAny(p, ['policy.manage'], { kind: 'policy', id: null, tenantId: row.tenant_id }, row.tenant_id);
       const removed = await sql.begin(async (tx) => {
         const deleted = await q.deleteDirectPolicy(tx, row.id);

@@ -2,7 +2,7 @@
 // actions" for reads (frozen tenants stay readable), writes (tenant state after grants) and listings.
 import type { Principal } from '../auth/principal.js';
 import type { Authz, ObjectKind, ObjectRef } from '../authz/index.js';
-import { createAccessGuard } from '../access/guard.js';
+import { createAccessGuard, type AccessGuard } from '../access/guard.js';
 import { readableTenants } from '../access/readable-scope.js';
 import type { Queryable } from '../db/client.js';
 import { forbidden } from '../errors.js';
@@ -19,6 +19,9 @@ export interface ModelGate {
    * the tenants where the caller holds one of them on the kind as a whole.
    */
   readableTenants(p: Principal, actions: readonly string[], kind: ObjectKind, tenantId?: string | null): Promise<string[] | null>;
+  /** The answer to an id that names nothing (AccessGuard.missing): pass the kind's read actions. */
+  missing: AccessGuard['missing'];
+  canRead: AccessGuard['canRead'];
 }
 
 export function createModelGate(deps: { sql: Queryable; authz: Authz }): ModelGate {
@@ -35,6 +38,8 @@ export function createModelGate(deps: { sql: Queryable; authz: Authz }): ModelGa
     writeAny: (p, actions, object, tenantId) => guard.requireWrite(p, actions, object, tenantId),
     requirePlatformAdmin: (p) => guard.requirePlatformAdmin(p),
     isPlatformAdmin: (p) => authz.isPlatformAdmin(p),
+    missing: guard.missing,
+    canRead: guard.canRead,
     async readableTenants(p, actions, kind, tenantId) {
       const seen = new Set<string>();
       for (const action of actions) {
@@ -50,3 +55,5 @@ export function createModelGate(deps: { sql: Queryable; authz: Authz }): ModelGa
 /** Actions that read the access model of a tenant (roles, blocks, assignments, policies, rules). */
 export const POLICY_READ = ['read', 'policy.manage'] as const;
 export const ROLE_READ = ['read', 'role.manage'] as const;
+/** Whatever reads an object of any kind a grant may name (an action that cannot apply is simply denied). */
+export const ANY_READ = ['read', 'manage', 'policy.manage', 'role.manage'] as const;

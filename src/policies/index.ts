@@ -11,10 +11,10 @@ import type { PolicyServices } from './resolvers.js';
 import { createRuleService } from './rules.js';
 
 export { policiesGraphqlModule, type PolicyServices } from './resolvers.js';
-export { createModelGate, POLICY_READ, ROLE_READ, type ModelGate } from './gate.js';
+export { ANY_READ, createModelGate, POLICY_READ, ROLE_READ, type ModelGate } from './gate.js';
 export { blockJson, type BlockRow } from './block-queries.js';
 export { toBlock, listOf } from './mapping.js';
-export { loadSubject, reachOf, requireSubjectInTenant, SUBJECT_KINDS, MEMBER_INVALIDATION_CAP, type SubjectKind } from './subjects.js';
+export { loadSubject, lookupSubject, reachOf, requireSubjectInTenant, SUBJECT_KINDS, MEMBER_INVALIDATION_CAP, type SubjectKind } from './subjects.js';
 export { lockPrincipalGroup, lockPrincipalGroups, memberIds, type SubjectRow } from './subject-queries.js';
 
 export function createPolicyServices(deps: {

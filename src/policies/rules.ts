@@ -106,7 +106,7 @@ export function createRuleService(deps: RuleDeps) {
 
     async remove(p: Principal, id: unknown, requestId: string | null = null): Promise<boolean> {
       const row = await q.findRule(sql, v.uuid('id', id));
-      if (!row) throw notFound('guardrail rule');
+      if (!row) throw await gate.missing(p, 'policy', 'guardrail rule', { actions: POLICY_READ });
       if (row.tenant_id === null) await gate.requirePlatformAdmin(p);
       else await gate.writeAny(p, ['policy.manage'], { kind: 'policy', id: null, tenantId: row.tenant_id }, row.tenant_id);
       if (!(await q.deleteRule(sql, row.id))) throw notFound('guardrail rule');

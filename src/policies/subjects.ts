@@ -1,9 +1,11 @@
 // Grant subjects: an entity or a principal group, the tenant rule every grant obeys, and which cached
 // decisions a grant change reaches.
+import type { Principal } from '../auth/principal.js';
 import type { Invalidation } from '../authz/index.js';
 import type { Queryable } from '../db/client.js';
 import { invalidInput, notFound } from '../errors.js';
 import * as v from '../validate.js';
+import { ANY_READ, type ModelGate } from './gate.js';
 import { findSubject, memberIds, type SubjectRow } from './subject-queries.js';
 
 export const SUBJECT_KINDS = ['entity', 'group'] as const;
@@ -16,6 +18,26 @@ export async function loadSubject(sql: Queryable, kindValue: unknown, idValue: u
   const kind = v.oneOf('subjectKind', kindValue, SUBJECT_KINDS);
   const row = await findSubject(sql, kind, v.uuid('subjectId', idValue));
   if (!row || row.deleted) throw notFound(kind === 'entity' ? 'subject entity' : 'subject group');
+  if (kind === 'group' && row.sub_kind !== 'principal') {
+    throw invalidInput('subjectId must be a principal group: object groups are boundaries, never subjects');
+  }
+  return row;
+}
+
+/**
+ * The subject of a new grant in `tenantId`, named by `p`: a missing one, and another tenant's the caller
+ * may not read, answer alike (guard.missing: 'subject entity not found' to a caller reading the tenant,
+ * else 'forbidden'), so a refused caller cannot tell another tenant's ids from unused ones. Call it once
+ * the caller's grant in `tenantId` is checked.
+ */
+export async function lookupSubject(sql: Queryable, gate: Pick<ModelGate, 'missing' | 'canRead'>, p: Principal, kindValue: unknown, idValue: unknown, tenantId: string | null): Promise<SubjectRow> {
+  const kind = v.oneOf('subjectKind', kindValue, SUBJECT_KINDS);
+  const id = v.uuid('subjectId', idValue);
+  const row = await findSubject(sql, kind, id);
+  const foreign = !!row?.tenant_id && row.tenant_id !== tenantId;
+  if (!row || row.deleted || (foreign && !(await gate.canRead(p, { kind, id }, ANY_READ)))) {
+    throw await gate.missing(p, kind, kind === 'entity' ? 'subject entity' : 'subject group', { tenantId, actions: ANY_READ });
+  }
   if (kind === 'group' && row.sub_kind !== 'principal') {
     throw invalidInput('subjectId must be a principal group: object groups are boundaries, never subjects');
   }

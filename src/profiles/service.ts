@@ -60,6 +60,13 @@ export function createProfilesService(deps: {
     return row;
   }
 
+  /** A profile by id for an operation of `p`; none answers as guard.missing says (profiles read as their tenant). */
+  async function lookup(p: Principal, id: unknown): Promise<q.ProfileRow> {
+    const row = await q.findProfile(sql, v.uuid('id', id));
+    if (!row) throw await guard.missing(p, 'tenant', 'profile');
+    return row;
+  }
+
   /** Creating and changing profiles: manage on the owning tenant, or platform administration for platform-wide ones. */
   async function requireManage(p: Principal, tenantId: string | null): Promise<void> {
     if (tenantId === null) return guard.requirePlatformAdmin(p);
@@ -90,7 +97,7 @@ export function createProfilesService(deps: {
     },
 
     async get(p: Principal, id: unknown): Promise<q.ProfileRow> {
-      const row = await load(id);
+      const row = await lookup(p, id);
       await requireRead(p, row);
       return row;
     },
@@ -106,7 +113,7 @@ export function createProfilesService(deps: {
     },
 
     async versions(p: Principal, profileId: unknown): Promise<q.VersionRow[]> {
-      const row = await load(profileId);
+      const row = await lookup(p, profileId);
       await requireRead(p, row);
       return q.listVersions(sql, row.id);
     },
@@ -128,7 +135,7 @@ export function createProfilesService(deps: {
     },
 
     async update(p: Principal, id: unknown, input: Record<string, unknown>): Promise<q.ProfileRow> {
-      const row = await load(id);
+      const row = await lookup(p, id);
       await requireManage(p, row.tenant_id);
       const changes: { displayName?: string; description?: string | null; status?: string } = {};
       if (v.given(input, 'displayName')) changes.displayName = v.name('displayName', input.displayName);
@@ -143,14 +150,14 @@ export function createProfilesService(deps: {
     },
 
     async createVersion(p: Principal, profileId: unknown, input: Record<string, unknown>): Promise<q.VersionRow> {
+      const pre = await lookup(p, profileId);
+      await requireManage(p, pre.tenant_id);
       const version = input.version;
       if (typeof version !== 'number' || !Number.isInteger(version) || version < 1) throw invalidInput('version must be a positive integer');
       const jsonSchema = v.jsonDocument('jsonSchema', input.jsonSchema, deps.documents);
       const uiSchema = v.jsonDocument('uiSchema', input.uiSchema, deps.documents);
       const status = input.status === undefined || input.status === null ? 'draft' : v.oneOf('status', input.status, VERSION_STATUSES);
       schemas.assertCompiles(jsonSchema);
-      const pre = await load(profileId);
-      await requireManage(p, pre.tenant_id);
       const id = await sql.begin(async (tx) => {
         // Locked so two new versions cannot both pass the "increasing" check.
         const row = await load(pre.id, tx, true);
@@ -164,7 +171,7 @@ export function createProfilesService(deps: {
 
     async updateVersion(p: Principal, id: unknown, input: Record<string, unknown>): Promise<q.VersionRow> {
       const version = await q.findVersion(sql, v.uuid('id', id));
-      if (!version) throw notFound('profile version');
+      if (!version) throw await guard.missing(p, 'tenant', 'profile version');
       const profile = await load(version.profile_id);
       await requireManage(p, profile.tenant_id);
       if (v.given(input, 'status')) {

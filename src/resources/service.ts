@@ -48,10 +48,16 @@ export function createResourceService(deps: ResourceDeps) {
     return row;
   }
 
-  async function loadObjectGroup(id: unknown): Promise<GroupRow> {
+  /** A live resource or group named by an operation of `p`; none answers as guard.missing says. */
+  async function lookup(p: Principal, id: unknown, field = 'id'): Promise<q.ResourceRow> {
+    const row = await q.findResource(sql, v.uuid(field, id));
+    if (!row || row.deleted_at) throw await guard.missing(p, 'resource', 'resource', { tenantId: row?.tenant_id });
+    return row;
+  }
+
+  async function lookupObjectGroup(p: Principal, id: unknown): Promise<GroupRow> {
     const row = await findGroup(sql, v.uuid('objectGroupId', id));
-    if (!row || row.deleted_at) throw notFound('group');
-    if (row.group_type !== 'object') throw invalidInput('objectGroupId must be an object group');
+    if (!row || row.deleted_at) throw await guard.missing(p, 'group', 'group', { tenantId: row?.tenant_id });
     return row;
   }
 
@@ -67,11 +73,15 @@ export function createResourceService(deps: ResourceDeps) {
     return load(id, true);
   }
 
-  /** Containment changes need manage on the resource and on the object group, both of one tenant. */
+  /**
+   * Containment changes need manage on the resource and on the object group, both of one tenant. The
+   * grants come first: another tenant's object is refused like a missing one before tenants are compared.
+   */
   async function requireContainment(p: Principal, resource: q.ResourceRow, group: GroupRow): Promise<void> {
-    if (resource.tenant_id !== group.tenant_id) throw invalidInput('the resource and the object group belong to different tenants');
     await guard.requireWrite(p, ['manage'], ref(resource), resource.tenant_id);
     await guard.requireWrite(p, ['manage'], { kind: 'group', id: group.id }, group.tenant_id);
+    if (group.group_type !== 'object') throw invalidInput('objectGroupId must be an object group');
+    if (resource.tenant_id !== group.tenant_id) throw invalidInput('the resource and the object group belong to different tenants');
   }
 
   return {
@@ -87,9 +97,13 @@ export function createResourceService(deps: ResourceDeps) {
       await guard.requireWrite(p, ['manage', 'write'], { kind: 'resource', id: null, tenantId: resource.tenantId }, resource.tenantId);
       if (resource.ownerId) {
         const owner = await q.findOwner(sql, resource.ownerId);
-        if (!owner) throw invalidInput('ownerId must be a live entity');
-        // A global owner (a person) may own a tenant's resource; another tenant's entity may not.
-        if (owner.tenant_id && owner.tenant_id !== resource.tenantId) throw invalidInput('ownerId belongs to another tenant');
+        // A global owner (a person) may own a tenant's resource; another tenant's entity may not, and one the
+        // caller may not read is answered exactly as a missing one.
+        const foreign = !!owner?.tenant_id && owner.tenant_id !== resource.tenantId;
+        if (!owner || (foreign && !(await guard.canRead(p, { kind: 'entity', id: owner.id })))) {
+          throw await guard.missing(p, 'entity', invalidInput('ownerId must be a live entity'), { tenantId: resource.tenantId });
+        }
+        if (foreign) throw invalidInput('ownerId belongs to another tenant');
       }
       const id = await q.insertResource(sql, resource);
       record(p, 'resource.create', { id, tenant_id: resource.tenantId }, { kind: resource.kind, name: resource.name });
@@ -99,7 +113,7 @@ export function createResourceService(deps: ResourceDeps) {
     async get(p: Principal, id: unknown): Promise<q.ResourceRow> {
       // A soft-deleted object is missing to live reads, whoever asks: lists show it with deleted: deleted
       // or all, and restore and purge still take its id.
-      const row = await load(id);
+      const row = await lookup(p, id);
       await guard.requireRead(p, ref(row));
       return row;
     },
@@ -133,7 +147,7 @@ export function createResourceService(deps: ResourceDeps) {
     },
 
     async update(p: Principal, id: unknown, input: Record<string, unknown>): Promise<q.ResourceRow> {
-      const row = await load(id);
+      const row = await lookup(p, id);
       const changes: q.ResourceChanges = {};
       if (v.given(input, 'name')) changes.name = v.name('name', input.name);
       // Replaced, not merged; attributes.status is a display convention the engine never reads.
@@ -146,7 +160,7 @@ export function createResourceService(deps: ResourceDeps) {
     },
 
     async remove(p: Principal, id: unknown): Promise<boolean> {
-      const row = await load(id);
+      const row = await lookup(p, id);
       await guard.requireWrite(p, ['manage', 'delete'], ref(row), row.tenant_id);
       if (!(await q.softDeleteResource(sql, row.id, p.entityId))) throw notFound('resource');
       record(p, 'resource.delete', row);
@@ -175,8 +189,8 @@ export function createResourceService(deps: ResourceDeps) {
     },
 
     async addToObjectGroup(p: Principal, resourceId: unknown, groupId: unknown): Promise<q.ResourceRow> {
-      const row = await load(resourceId, false, 'resourceId');
-      const group = await loadObjectGroup(groupId);
+      const row = await lookup(p, resourceId, 'resourceId');
+      const group = await lookupObjectGroup(p, groupId);
       await requireContainment(p, row, group);
       // Adding twice is a no-op: nothing changed, nothing to audit or invalidate.
       if (!(await q.insertResourceGroup(sql, group.id, row.id))) return row;
@@ -185,8 +199,8 @@ export function createResourceService(deps: ResourceDeps) {
     },
 
     async removeFromObjectGroup(p: Principal, resourceId: unknown, groupId: unknown): Promise<q.ResourceRow> {
-      const row = await load(resourceId, false, 'resourceId');
-      const group = await loadObjectGroup(groupId);
+      const row = await lookup(p, resourceId, 'resourceId');
+      const group = await lookupObjectGroup(p, groupId);
       await requireContainment(p, row, group);
       if (!(await q.deleteResourceGroup(sql, group.id, row.id))) return row;
       record(p, 'resource.group.remove', row, { objectGroupId: group.id });
@@ -194,7 +208,7 @@ export function createResourceService(deps: ResourceDeps) {
     },
 
     async clearObjectGroups(p: Principal, resourceId: unknown): Promise<q.ResourceRow> {
-      const row = await load(resourceId, false, 'resourceId');
+      const row = await lookup(p, resourceId, 'resourceId');
       await guard.requireWrite(p, ['manage'], ref(row), row.tenant_id);
       const groups = await q.resourceGroups(sql, row.id);
       for (const g of groups) await guard.requireAny(p, ['manage'], { kind: 'group', id: g.id });

@@ -5,7 +5,8 @@ import type { Principal } from '../auth/principal.js';
 import type { AuthzService, GuardrailResult } from '../authz/index.js';
 import type { Queryable } from '../db/client.js';
 import { forbidden, invalidInput, notFound } from '../errors.js';
-import { loadSubject, lockPrincipalGroup, requireSubjectInTenant } from '../policies/index.js';
+import { createAccessGuard } from '../access/guard.js';
+import { loadSubject, lockPrincipalGroup, requireSubjectInTenant, ROLE_READ } from '../policies/index.js';
 import * as q from './assignment-queries.js';
 
 export interface AssignRoleTo {
@@ -46,10 +47,13 @@ export interface Assigned {
  */
 export async function grantableRole(tx: Queryable, authz: AuthzService, a: { tenantId: string | null; roleId: string; actor: Principal }): Promise<q.RoleRef> {
   const role = await q.lockRole(tx, a.roleId);
-  if (!role || role.deleted_at) throw notFound('role');
-  if (role.tenant_id !== null && role.tenant_id !== a.tenantId) {
-    throw invalidInput('role assignment tenantId must match role tenantId');
+  const foreign = role?.tenant_id != null && role.tenant_id !== a.tenantId;
+  const guard = createAccessGuard({ sql: tx, authz });
+  // Another tenant's role the actor may not read reads as a missing one in this tenant (guard.missing).
+  if (!role || role.deleted_at || (foreign && !(await guard.canRead(a.actor, { kind: 'role', id: role.id }, ROLE_READ)))) {
+    throw await guard.missing(a.actor, 'role', 'role', { tenantId: a.tenantId, actions: ROLE_READ });
   }
+  if (foreign) throw invalidInput('role assignment tenantId must match role tenantId');
   if ((role.tenant_id === null || a.tenantId === null) && !(await authz.isPlatformAdmin(a.actor))) throw forbidden();
   return role;
 }

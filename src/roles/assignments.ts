@@ -6,7 +6,7 @@ import type { AuthzService, Invalidation } from '../authz/index.js';
 import type { Sql } from '../db/client.js';
 import { pageOf, type ListResult } from '../db/paging.js';
 import { invalidInput, notFound } from '../errors.js';
-import { createModelGate, loadSubject, POLICY_READ, reachOf, SUBJECT_KINDS } from '../policies/index.js';
+import { createModelGate, lookupSubject, POLICY_READ, reachOf, ROLE_READ, SUBJECT_KINDS } from '../policies/index.js';
 import * as v from '../validate.js';
 import { assignRole } from './assign.js';
 import * as q from './assignment-queries.js';
@@ -33,6 +33,13 @@ export function createAssignmentService(deps: AssignmentDeps) {
     return row;
   }
 
+  /** A role assignment by id for an operation of `p`; none answers as guard.missing says. */
+  async function lookup(p: Principal, id: unknown): Promise<q.AssignmentRow> {
+    const row = await q.findAssignment(sql, v.uuid('id', id));
+    if (!row) throw await gate.missing(p, 'policy', 'role assignment', { actions: POLICY_READ });
+    return row;
+  }
+
   /** Platform roles reach across tenants: only a platform administrator grants or revokes them. */
   async function requireGrantAuthority(p: Principal, tenantId: string | null, platformRole: boolean): Promise<void> {
     if (platformRole || tenantId === null) await gate.requirePlatformAdmin(p);
@@ -51,12 +58,19 @@ export function createAssignmentService(deps: AssignmentDeps) {
 
     async create(p: Principal, input: Record<string, unknown>, requestId: string | null = null): Promise<q.AssignmentRow> {
       const tenantId = v.optionalUuid('tenantId', input.tenantId);
-      const subject = await loadSubject(sql, input.subjectKind, input.subjectId);
-      const role = await findRoleRow(sql, v.uuid('roleId', input.roleId));
-      if (!role || role.deleted_at) throw notFound('role');
-      if (role.tenant_id !== null && role.tenant_id !== tenantId) throw invalidInput('role assignment tenantId must match role tenantId');
+      const roleId = v.uuid('roleId', input.roleId);
+      // The grant in the tenant first: a refused caller learns nothing about the subject or the role.
+      await requireGrantAuthority(p, tenantId, false);
+      const subject = await lookupSubject(sql, gate, p, input.subjectKind, input.subjectId, tenantId);
+      const role = await findRoleRow(sql, roleId);
+      const foreign = role?.tenant_id != null && role.tenant_id !== tenantId;
+      // Another tenant's role the caller may not read reads as a missing one in this tenant.
+      if (!role || role.deleted_at || (foreign && !(await gate.canRead(p, { kind: 'role', id: role.id }, ROLE_READ)))) {
+        throw await gate.missing(p, 'role', 'role', { tenantId, actions: ROLE_READ });
+      }
+      if (foreign) throw invalidInput('role assignment tenantId must match role tenantId');
       const platformRole = role.tenant_id === null;
-      await requireGrantAuthority(p, tenantId, platformRole);
+      if (platformRole) await requireGrantAuthority(p, tenantId, platformRole);
       // assignRole holds the rest of the rule (subject tenant, guardrails), as for every other path.
       const operation = 'role_assignment.create';
       const assigned = await sql.begin((tx) => assignRole(tx, authz, {
@@ -74,7 +88,7 @@ export function createAssignmentService(deps: AssignmentDeps) {
     },
 
     async remove(p: Principal, id: unknown, requestId: string | null = null): Promise<boolean> {
-      const row = await load(id);
+      const row = await lookup(p, id);
       await requireGrantAuthority(p, row.tenant_id, row.role.tenant_id === null);
       const deleted = await q.deleteAssignment(sql, row.id);
       if (!deleted) throw notFound('role assignment');

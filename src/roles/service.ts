@@ -6,7 +6,7 @@ import type { AuthzService, Invalidation } from '../authz/index.js';
 import type { Sql } from '../db/client.js';
 import { pageOf, type ListResult } from '../db/paging.js';
 import { invalidInput, notFound } from '../errors.js';
-import { createModelGate, lockPrincipalGroups, MEMBER_INVALIDATION_CAP, requireSubjectInTenant, ROLE_READ } from '../policies/index.js';
+import { createModelGate, lockPrincipalGroups, MEMBER_INVALIDATION_CAP, POLICY_READ, requireSubjectInTenant, ROLE_READ } from '../policies/index.js';
 import * as v from '../validate.js';
 import { roleBlockIds } from './assignment-queries.js';
 import * as q from './queries.js';
@@ -36,6 +36,13 @@ export function createRoleService(deps: RoleDeps) {
   async function load(id: unknown, includeDeleted = false, field = 'id'): Promise<q.RoleRow> {
     const row = await q.findRoleRow(sql, v.uuid(field, id));
     if (!row || (row.deleted_at && !includeDeleted)) throw notFound('role');
+    return row;
+  }
+
+  /** A live role by id for an operation of `p`; none answers as guard.missing says. */
+  async function lookup(p: Principal, id: unknown, field = 'id'): Promise<q.RoleRow> {
+    const row = await q.findRoleRow(sql, v.uuid(field, id));
+    if (!row || row.deleted_at) throw await gate.missing(p, 'role', 'role', { tenantId: row?.tenant_id, actions: ROLE_READ });
     return row;
   }
 
@@ -76,7 +83,8 @@ export function createRoleService(deps: RoleDeps) {
     },
 
     async get(p: Principal, id: unknown): Promise<q.RoleRow> {
-      const row = await load(id, true);
+      const row = await q.findRoleRow(sql, v.uuid('id', id));
+      if (!row) throw await gate.missing(p, 'role', 'role', { actions: ROLE_READ });
       if (row.deleted_at) await gate.requirePlatformAdmin(p);
       else await gate.readAny(p, ROLE_READ, { kind: 'role', id: row.id });
       return row;
@@ -95,7 +103,7 @@ export function createRoleService(deps: RoleDeps) {
     },
 
     async update(p: Principal, id: unknown, input: Record<string, unknown>, requestId: string | null = null): Promise<q.RoleRow> {
-      const row = await load(id);
+      const row = await lookup(p, id);
       const changes: { name?: string; description?: string | null } = {};
       if (v.given(input, 'name')) changes.name = v.name('name', input.name);
       if ('description' in input) changes.description = v.optionalText('description', input.description);
@@ -109,15 +117,19 @@ export function createRoleService(deps: RoleDeps) {
     },
 
     async replaceBlocks(p: Principal, roleId: unknown, blockIds: unknown, requestId: string | null = null): Promise<boolean> {
-      const row = await load(roleId, false, 'roleId');
+      const row = await lookup(p, roleId, 'roleId');
+      await requireManage(p, row);
       if (!Array.isArray(blockIds)) throw invalidInput('permissionBlockIds must be a list of ids');
       const ids = [...new Set(blockIds.map((b, i) => v.uuid(`permissionBlockIds[${i}]`, b)))];
       if (ids.length > MAX_ROLE_BLOCKS) throw invalidInput(`a role holds at most ${MAX_ROLE_BLOCKS} permission blocks`);
-      await requireManage(p, row);
       notSystem(row);
       const blocks = await q.blockTenants(sql, ids);
-      const missing = ids.find((id) => !blocks.some((b) => b.id === id));
-      if (missing) throw invalidInput(`permission block ${missing} not found`);
+      // Another tenant's block the caller may not read reads as a missing one (in the role's tenant).
+      for (const id of ids) {
+        const block = blocks.find((b) => b.id === id);
+        if (block && (block.tenant_id === row.tenant_id || (await gate.canRead(p, { kind: 'policy', id }, POLICY_READ)))) continue;
+        throw await gate.missing(p, 'policy', invalidInput(`permission block ${id} not found`), { tenantId: row.tenant_id, actions: POLICY_READ });
+      }
       if (blocks.some((b) => b.tenant_id !== row.tenant_id)) {
         throw invalidInput(row.tenant_id === null ? 'a platform role holds only platform-wide permission blocks' : "permission blocks must belong to the role's tenant");
       }
@@ -150,7 +162,7 @@ export function createRoleService(deps: RoleDeps) {
     },
 
     async remove(p: Principal, id: unknown, requestId: string | null = null): Promise<boolean> {
-      const row = await load(id);
+      const row = await lookup(p, id);
       await requireManage(p, row);
       notSystem(row);
       if (!(await q.softDeleteRole(sql, row.id, p.entityId))) throw notFound('role');

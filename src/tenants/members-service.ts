@@ -12,6 +12,7 @@ import { assignRoleToEntity, grantableRole } from '../roles/assign.js';
 import { deleteEntityGrantsInTenant } from '../roles/assignment-queries.js';
 import * as v from '../validate.js';
 import * as m from './members-queries.js';
+import { findTenant } from './queries.js';
 import type { TenantsService } from './service.js';
 
 export const INVITATION_STATES = ['pending', 'accepted', 'rejected', 'revoked'] as const;
@@ -39,16 +40,14 @@ export function createMembersService(deps: MembersDeps) {
 
   /** A live tenant the caller may administer (manage, or policy.manage for grants). */
   async function administered(p: Principal, tenantId: unknown) {
-    const tenant = await deps.tenants.load(tenantId);
-    if (tenant.deleted_at) throw notFound('tenant');
+    const tenant = await deps.tenants.lookup(p, tenantId);
     const ref = { kind: 'tenant' as const, id: tenant.id };
     if (!(await authz.decide(p, 'manage', ref)).allowed) await authz.require(p, 'policy.manage', ref);
     return tenant;
   }
 
   async function readable(p: Principal, tenantId: unknown) {
-    const tenant = await deps.tenants.load(tenantId);
-    if (tenant.deleted_at) throw notFound('tenant');
+    const tenant = await deps.tenants.lookup(p, tenantId);
     await authz.require(p, 'read', { kind: 'tenant', id: tenant.id }, { readingFrozenTenant: true });
     return tenant;
   }
@@ -188,8 +187,10 @@ export function createMembersService(deps: MembersDeps) {
     },
 
     async respond(p: Principal, tenantId: unknown, accept: boolean): Promise<boolean> {
-      const tenant = await deps.tenants.load(tenantId);
-      if (tenant.deleted_at) throw notFound('tenant');
+      // The caller's own invitation is what is looked up: no tenant, or a deleted one, holds none for it,
+      // so whether the tenant exists is not told apart.
+      const tenant = await findTenant(sql, v.uuid('id', tenantId));
+      if (!tenant || tenant.deleted_at) throw notFound('pending invitation');
       const assigned = await sql.begin(async (tx) => {
         const invitation = await m.findPendingInvitationFor(tx, tenant.id, p.entityId);
         if (!invitation || new Date(invitation.expires_at).getTime() < Date.now()) throw notFound('pending invitation');

@@ -56,7 +56,14 @@ export function createTenantsService(deps: TenantsDeps) {
     await authz.require(p, 'manage', { kind: 'tenant', id: tenantId, tenantId: null });
   }
 
-  const { requirePlatformAdmin } = createAccessGuard({ sql, authz });
+  const { requirePlatformAdmin, missing } = createAccessGuard({ sql, authz });
+
+  /** A live tenant by id for an operation of `p`; none (or a deleted one) answers as guard.missing says. */
+  async function lookup(p: Principal, id: unknown): Promise<q.TenantRow> {
+    const row = await q.findTenant(sql, v.uuid('id', id));
+    if (!row || row.deleted_at) throw await missing(p, 'tenant', 'tenant');
+    return row;
+  }
 
   function record(p: Principal, event: string, tenantId: string, details: Record<string, unknown> = {}) {
     audit.record({ event, outcome: 'allow', actorEntityId: p.entityId, tenantId, targetKind: 'tenant', targetId: tenantId, details });
@@ -77,6 +84,7 @@ export function createTenantsService(deps: TenantsDeps) {
 
   return {
     load,
+    lookup,
 
     async create(p: Principal, input: Record<string, unknown>): Promise<q.TenantRow> {
       const tenant: q.NewTenant = { name: v.name('name', input.name), ...tenantInput(input), createdBy: p.entityId };
@@ -98,12 +106,10 @@ export function createTenantsService(deps: TenantsDeps) {
     },
 
     async get(p: Principal, id: unknown): Promise<q.TenantRow> {
-      const row = await load(id);
-      if (row.deleted_at) {
-        // A deleted tenant is hidden from everyone but platform administrators.
-        if (!(await authz.isPlatformAdmin(p))) throw notFound('tenant');
-        return row;
-      }
+      const row = await q.findTenant(sql, v.uuid('id', id));
+      // A deleted tenant is hidden from everyone but platform administrators: to others it is a missing one.
+      if (!row || (row.deleted_at && !(await authz.isPlatformAdmin(p)))) throw await missing(p, 'tenant', 'tenant');
+      if (row.deleted_at) return row;
       const ref = { kind: 'tenant' as const, id: row.id };
       const read = await authz.decide(p, 'read', ref, { readingFrozenTenant: true });
       if (!read.allowed) await authz.require(p, 'manage', ref, { readingFrozenTenant: true });
@@ -130,8 +136,7 @@ export function createTenantsService(deps: TenantsDeps) {
     },
 
     async update(p: Principal, id: unknown, input: Record<string, unknown>): Promise<q.TenantRow> {
-      const row = await load(id);
-      if (row.deleted_at) throw notFound('tenant');
+      const row = await lookup(p, id);
       const changes: q.TenantChanges = {};
       if (v.given(input, 'name')) changes.name = v.name('name', input.name);
       if ('alias' in input) changes.alias = v.alias('alias', input.alias);
@@ -154,8 +159,7 @@ export function createTenantsService(deps: TenantsDeps) {
     },
 
     async remove(p: Principal, id: unknown): Promise<boolean> {
-      const row = await load(id);
-      if (row.deleted_at) throw notFound('tenant');
+      const row = await lookup(p, id);
       await requirePlatformManage(p, row.id);
       const revoked = await sql.begin(async (tx) => {
         const locked = await q.findTenantForUpdate(tx, row.id);

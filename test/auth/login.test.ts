@@ -1,6 +1,6 @@
 import t, { type Test } from 'tap';
 import { hashPassword } from '../../src/auth/passwords.js';
-import { ADMIN_ID, ADMIN_SECRET, adminToken, insertEntity, insertTenant, login, startAuthService, tokenFor } from '../helpers/auth.js';
+import { ADMIN_ID, ADMIN_SECRET, adminToken, insertEntity, insertTenant, login, setPassword, startAuthService, tokenFor } from '../helpers/auth.js';
 import { gql } from '../helpers/service.js';
 
 const LOGIN = `mutation ($input: LoginInput!) { login(input: $input) { token entityId sessionId tenantId expiresAt emailVerified verificationRequired } }`;
@@ -113,6 +113,24 @@ t.test('unsupported kind, inactive and deleted entities, tenant context', async 
   t.equal(claims.tid, tenant, 'tenant context in the JWT');
   const refused = await gql(ts.url(), LOGIN, { input: { identifier: 'outsider', secret: 'x'.repeat(12), tenantId: tenant } });
   t.ok(refused.body.errors, 'wrong password still refused first');
+  // Issue 35.1: someone who may not enter a tenant learns nothing about it, not whether it exists nor its state.
+  const outsiderPassword = 'outsider-password-0123';
+  await setPassword(ts, outsider, outsiderPassword);
+  const into = async (identifier: string, secret: string, tenantId: string) =>
+    (await gql(ts.url(), LOGIN, { input: { identifier, secret, tenantId } })).body.errors?.map((e) => ({ code: e.extensions?.code, message: e.message }));
+  const FORBIDDEN = [{ code: 'FORBIDDEN', message: 'forbidden' }];
+  const unknownTenant = '7d1f4a8e-0000-4000-8000-000000000000';
+  t.same(await into('outsider', outsiderPassword, tenant), FORBIDDEN, 'a tenant the identity does not belong to');
+  t.same(await into('outsider', outsiderPassword, unknownTenant), FORBIDDEN, 'an unknown tenant: the same');
+  await ts.service.sql`update tenants set status = 'frozen' where id = ${tenant}`;
+  await ts.service.authz.invalidate({ kind: 'tenants', tenantIds: [tenant] });
+  t.same(await into('outsider', outsiderPassword, tenant), FORBIDDEN, 'nor its state');
+  const memberPassword = 'member-password-0123';
+  await setPassword(ts, member, memberPassword);
+  t.same(await into('member', memberPassword, tenant), [{ code: 'FORBIDDEN', message: 'tenant is frozen' }], 'a member is told');
+  await ts.service.sql`update tenants set status = 'active' where id = ${tenant}`;
+  await ts.service.authz.invalidate({ kind: 'tenants', tenantIds: [tenant] });
+  t.same(await into('admin', ADMIN_SECRET, unknownTenant), [{ code: 'NOT_FOUND', message: 'tenant not found' }], 'a platform administrator reads tenant not found');
 
   const sleeper = await insertEntity(ts, { name: 'sleeper' });
   const sleeperToken = await tokenFor(ts, sleeper);

@@ -79,16 +79,23 @@ t.test('createRoleAssignment: the tenant rule, permitted and refused callers, cr
   t.equal(dataOf(await call(alice.token, ASSIGN, { i: { tenantId: tenantA, subjectKind: 'entity', subjectId: dave.id, roleId: readerRole } })).id, a.id,
     'assigning a held role again returns the existing assignment');
 
-  t.same(errorOf(await call(alice.token, ASSIGN, { i: { tenantId: tenantB, subjectKind: 'entity', subjectId: dave.id, roleId: readerRole } })),
+  // The grant in the assignment's tenant is checked first (issue 35.1): a refused caller learns nothing
+  // about the role or the subject it names.
+  t.same(errorOf(await call(alice.token, ASSIGN, { i: { tenantId: tenantB, subjectKind: 'entity', subjectId: dave.id, roleId: readerRole } })), FORBIDDEN);
+  t.same(errorOf(await call(admin, ASSIGN, { i: { tenantId: tenantB, subjectKind: 'entity', subjectId: dave.id, roleId: readerRole } })),
     bad('role assignment tenantId must match role tenantId'));
-  t.same(errorOf(await call(alice.token, ASSIGN, { i: { subjectKind: 'entity', subjectId: dave.id, roleId: readerRole } })),
+  t.same(errorOf(await call(alice.token, ASSIGN, { i: { subjectKind: 'entity', subjectId: dave.id, roleId: readerRole } })), FORBIDDEN,
+    'a platform-level assignment needs a platform administrator');
+  t.same(errorOf(await call(admin, ASSIGN, { i: { subjectKind: 'entity', subjectId: dave.id, roleId: readerRole } })),
     bad('role assignment tenantId must match role tenantId'), 'a tenant role has no platform-level assignment');
   t.same(errorOf(await call(bob.token, ASSIGN, { i: { tenantId: tenantA, subjectKind: 'entity', subjectId: bob.id, roleId: readerRole } })), FORBIDDEN);
   t.same(errorOf(await call(carol.token, ASSIGN, { i: { tenantId: tenantA, subjectKind: 'entity', subjectId: carol.id, roleId: readerRole } })), FORBIDDEN);
 
   const deviceB = await entityIn(tenantB, 'device', 'dev-b');
   t.same(errorOf(await call(alice.token, ASSIGN, { i: { tenantId: tenantA, subjectKind: 'entity', subjectId: deviceB, roleId: readerRole } })),
-    bad('the subject belongs to another tenant: cross-tenant grants are only for platform roles'));
+    { code: 'NOT_FOUND', message: 'subject entity not found' }, "another tenant's subject reads as missing in the tenant");
+  t.same(errorOf(await call(admin, ASSIGN, { i: { tenantId: tenantA, subjectKind: 'entity', subjectId: deviceB, roleId: readerRole } })),
+    bad('the subject belongs to another tenant: cross-tenant grants are only for platform roles'), 'a platform administrator reads it, and is told why');
 
   // Platform roles: created and assigned by platform admins only, in any tenant context.
   const readPlatform = await block(admin, { scopeMode: 'object_kind', objectKind: 'resource', actionIds: ['read'] });
@@ -124,7 +131,9 @@ t.test('roleAssignments and deleteRoleAssignment: tenant-confined; revoking take
   t.equal(await allowed(erin.id, 'read', channelA), true);
   t.equal(dataOf(await call(alice.token, op('deleteRoleAssignment'), { id: a.id })), true);
   t.equal(await allowed(erin.id, 'read', channelA), false, 'revoked at once');
-  t.same(errorOf(await call(alice.token, op('deleteRoleAssignment'), { id: a.id })), { code: 'NOT_FOUND', message: 'role assignment not found' });
+  // A removed assignment is a missing one: NOT_FOUND only to a caller reading policies at platform scope.
+  t.same(errorOf(await call(alice.token, op('deleteRoleAssignment'), { id: a.id })), FORBIDDEN);
+  t.same(errorOf(await call(admin, op('deleteRoleAssignment'), { id: a.id })), { code: 'NOT_FOUND', message: 'role assignment not found' });
 });
 
 t.test('guardrails, SPEC.md\'s example: delete on channels for a device is rejected with the exact code and audited', async (t) => {
@@ -190,7 +199,12 @@ t.test('direct policies: same tenant as the block, guardrailed, audited in the s
 
   const channelB = await channelIn(bob.token, tenantB, 'ch-b');
   const foreign = await block(bob.token, { scopeMode: 'object', objectId: channelB, actionIds: ['publish'] });
+  // Another tenant's block reads as a missing one in the tenant (issue 35.1); a platform administrator is told why.
   t.same(errorOf(await call(alice.token, POLICY, { i: { tenantId: tenantA, subjectKind: 'entity', subjectId: device, permissionBlockId: foreign } })),
+    { code: 'NOT_FOUND', message: 'permission block not found' });
+  t.same(errorOf(await call(alice.token, POLICY, { i: { tenantId: tenantA, subjectKind: 'entity', subjectId: device, permissionBlockId: '00000000-0000-0000-0000-00000000beef' } })),
+    { code: 'NOT_FOUND', message: 'permission block not found' });
+  t.same(errorOf(await call(admin, POLICY, { i: { tenantId: tenantA, subjectKind: 'entity', subjectId: device, permissionBlockId: foreign } })),
     bad('direct policy tenantId must match the permission block tenantId'));
   t.same(errorOf(await call(alice.token, POLICY, { i: { tenantId: tenantB, subjectKind: 'entity', subjectId: device, permissionBlockId: foreign } })), FORBIDDEN);
   t.same(errorOf(await call(carol.token, POLICY, { i: { tenantId: tenantA, subjectKind: 'entity', subjectId: device, permissionBlockId: publish } })), FORBIDDEN);

@@ -70,7 +70,10 @@ t.test('every scope mode: permitted caller, refused caller, cross-tenant attempt
   const exact = await create(alice.token, { scopeMode: 'object', objectId: channelA, actionIds: ['publish', 'subscribe'] });
   t.match(exact, { tenantId: tenantA, objectKind: 'resource', objectId: channelA }, 'the object\'s kind and tenant complete the block');
   t.same(await fail(alice.token, { scopeMode: 'object', objectId: channelB, actionIds: ['read'] }), FORBIDDEN, 'an object of another tenant');
-  t.same(await fail(alice.token, { scopeMode: 'object', objectId: channelB, tenantId: tenantA, actionIds: ['read'] }),
+  // Named in its own tenant, another tenant's object reads as a missing one (issue 35.1).
+  t.same(await fail(alice.token, { scopeMode: 'object', objectId: channelB, tenantId: tenantA, actionIds: ['read'] }), bad('objectId does not resolve to a live object'));
+  t.same(await fail(alice.token, { scopeMode: 'object', objectId: '00000000-0000-0000-0000-00000000beef', tenantId: tenantA, actionIds: ['read'] }), bad('objectId does not resolve to a live object'));
+  t.same(await fail(admin, { scopeMode: 'object', objectId: channelB, tenantId: tenantA, actionIds: ['read'] }),
     bad("tenantId must be the object's tenant (or null for a platform-wide block)"));
   t.match(await create(admin, { scopeMode: 'object', objectId: channelB, tenantId: null, actionIds: ['read'] }), { tenantId: null }, 'exact-object scopes may be platform-wide');
   t.match(await create(alice.token, { scopeMode: 'object', objectKind: 'entity', objectType: 'entity:device', objectId: deviceA, actionIds: ['read'] }), { objectType: 'entity:device' });
@@ -82,7 +85,11 @@ t.test('every scope mode: permitted caller, refused caller, cross-tenant attempt
   t.ok(await create(alice.token, { scopeMode: 'group_child_groups', groupId: objectGroup, actionIds: ['read'] }));
   t.ok(await create(alice.token, { scopeMode: 'group_descendant_groups', tenantId: tenantA, groupId: objectGroup, actionIds: ['manage'] }));
   t.same(await fail(bob.token, { scopeMode: 'group_child_groups', groupId: objectGroup, actionIds: ['read'] }), FORBIDDEN, 'a group of another tenant');
+  // Named in bob's own tenant, alice's group reads as a missing one there (issue 35.1); the platform
+  // administrator, who reads it, is told why.
   t.same(await fail(bob.token, { scopeMode: 'group', tenantId: tenantB, groupId: objectGroup, actionIds: ['read'] }),
+    bad('groupId does not resolve to a live group'));
+  t.same(await fail(admin, { scopeMode: 'group', tenantId: tenantB, groupId: objectGroup, actionIds: ['read'] }),
     bad("tenantId must be the group's tenant: group scopes stay tenant-bound"));
   t.same(await fail(admin, { scopeMode: 'group', groupId: '00000000-0000-0000-0000-000000000005', actionIds: ['read'] }),
     bad('group scopes must belong to a tenant; this group is platform-wide'));
@@ -99,15 +106,18 @@ t.test('scope validation: unknown modes, fields a mode does not take, object typ
   const typeError = bad('objectType must be <objectKind>:<sub-kind>, e.g. entity:device or resource:channel');
   t.same(await fail(alice.token, { scopeMode: 'object_type', tenantId: tenantA, objectKind: 'resource', objectType: 'channel', actionIds: ['read'] }), typeError, 'bare types are never stored');
   t.same(await fail(alice.token, { scopeMode: 'object_type', tenantId: tenantA, objectKind: 'resource', objectType: 'entity:device', actionIds: ['read'] }), typeError);
-  t.same(await fail(alice.token, { scopeMode: 'object', objectId: '00000000-0000-0000-0000-00000000beef', actionIds: ['read'] }), bad('objectId does not resolve to a live object'));
-  t.same(await fail(alice.token, { scopeMode: 'object', objectKind: 'entity', objectId: channelA, actionIds: ['read'] }), bad('objectId does not resolve to a live entity'));
+  // Without a tenant, an unknown object answers a tenant admin as another tenant's does: FORBIDDEN (issue 35.1).
+  t.same(await fail(alice.token, { scopeMode: 'object', objectId: '00000000-0000-0000-0000-00000000beef', actionIds: ['read'] }), FORBIDDEN);
+  t.same(await fail(admin, { scopeMode: 'object', objectId: '00000000-0000-0000-0000-00000000beef', actionIds: ['read'] }), bad('objectId does not resolve to a live object'));
+  t.same(await fail(alice.token, { scopeMode: 'object', objectKind: 'entity', objectId: channelA, tenantId: tenantA, actionIds: ['read'] }), bad('objectId does not resolve to a live entity'));
   t.same(await fail(alice.token, { scopeMode: 'object', objectId: channelA, objectType: 'resource:sensor', actionIds: ['read'] }),
     bad('objectType does not match the object, which is resource:channel'));
   t.same(await fail(alice.token, { scopeMode: 'object', objectId: 'not-a-uuid', actionIds: ['read'] }), bad('objectId must be a UUID'));
   t.same(await fail(alice.token, { scopeMode: 'group_child_groups', groupId: principalGroup, actionIds: ['read'] }), bad('scopeMode group_child_groups needs an object group'));
   t.same(await fail(alice.token, { scopeMode: 'group_direct_objects', groupId: objectGroup, objectKind: 'group', actionIds: ['read'] }),
     bad('scopeMode group_direct_objects takes objectKind entity or resource'));
-  t.same(await fail(alice.token, { scopeMode: 'group', groupId: '00000000-0000-0000-0000-00000000beef', actionIds: ['read'] }), bad('groupId does not resolve to a live group'));
+  t.same(await fail(alice.token, { scopeMode: 'group', groupId: '00000000-0000-0000-0000-00000000beef', actionIds: ['read'] }), FORBIDDEN);
+  t.same(await fail(alice.token, { scopeMode: 'group', groupId: '00000000-0000-0000-0000-00000000beef', tenantId: tenantA, actionIds: ['read'] }), bad('groupId does not resolve to a live group'));
   t.same(await fail(alice.token, { scopeMode: 'object_kind', tenantId: tenantA, objectKind: 'entity', effect: 'allow', actionIds: [] }), bad('actionIds must name at least one action'));
 });
 
@@ -173,7 +183,9 @@ t.test('deletePermissionBlock: refused while linked to a role or a direct policy
   t.same(errorOf(await call(bob.token, DELETE, { id: b.id })), FORBIDDEN);
   t.same(errorOf(await call(carol.token, DELETE, { id: b.id })), FORBIDDEN);
   t.equal(dataOf(await call(alice.token, DELETE, { id: b.id })), true);
-  t.same(errorOf(await call(alice.token, GET, { id: b.id })), { code: 'NOT_FOUND', message: 'permission block not found' });
+  // Gone, it answers as an unknown id: NOT_FOUND only to a caller reading policies at platform scope (issue 35.1).
+  t.same(errorOf(await call(alice.token, GET, { id: b.id })), FORBIDDEN);
+  t.same(errorOf(await call(admin, GET, { id: b.id })), { code: 'NOT_FOUND', message: 'permission block not found' });
   await ts.service.audit.flush();
   const events = await ts.service.sql<{ event: string; tenant_id: string }[]>`
     select event, tenant_id from audit_log where target_kind = 'policy' and target_id = ${b.id} order by created_at`;

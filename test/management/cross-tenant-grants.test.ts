@@ -73,12 +73,15 @@ t.test('platform roles reach every tenant: only a platform administrator grants 
   t.equal(daveIsAdmin, false);
 });
 
-t.test('createTenantInvitation: a role of another tenant is refused when created, without its name', async (t) => {
+t.test('createTenantInvitation: a role of another tenant is refused when created, like an unknown one', async (t) => {
   const errors = codeAndMessage(await fails(ts, alice.token, INVITE, { t: acme, i: { inviteeEmail: 'erin@example.com', roleId: globexAdminRole } }));
-  t.same(errors, [{ code: 'BAD_REQUEST', message: 'role assignment tenantId must match role tenantId' }]);
+  // Issue 35.1: a role the caller may not read reads as missing in the tenant it invites to.
+  t.same(errors, [{ code: 'NOT_FOUND', message: 'role not found' }]);
   t.notOk(JSON.stringify(errors).includes('tenant-admin'), "the role's name is not echoed");
   t.same(codeAndMessage(await fails(ts, alice.token, INVITE, { t: acme, i: { inviteeEmail: 'erin@example.com', roleId: UNKNOWN } })),
-    [{ code: 'NOT_FOUND', message: 'role not found' }]);
+    errors, 'an unknown role answers the same');
+  t.same(codeAndMessage(await fails(ts, admin, INVITE, { t: acme, i: { inviteeEmail: 'erin@example.com', roleId: globexAdminRole } })),
+    [{ code: 'BAD_REQUEST', message: 'role assignment tenantId must match role tenantId' }], 'a platform administrator, who reads it, is told why');
   t.same(codeAndMessage(await fails(ts, alice.token, INVITE, { t: acme, i: { inviteeUserId: gDevice } })),
     [{ code: 'NOT_FOUND', message: 'entity not found' }], "another tenant's entity is not invited, and answered like an unknown one");
   const [{ n }] = await sql<[{ n: number }]>`select count(*)::int as n from tenant_invitations where tenant_id = ${acme}`;
@@ -122,7 +125,9 @@ t.test('accepting an invitation runs the whole check, with the inviter as granto
 t.test('createRoleAssignment and restoreRole hold the same rule', async (t) => {
   const assign = `mutation ($i: CreateRoleAssignmentInput!) { createRoleAssignment(input: $i) { id } }`;
   t.same(codeAndMessage(await fails(ts, alice.token, assign, { i: { tenantId: acme, subjectKind: 'entity', subjectId: gDevice, roleId: acmeAdminRole } })),
-    [{ code: 'BAD_REQUEST', message: 'the subject belongs to another tenant: cross-tenant grants are only for platform roles' }]);
+    [{ code: 'NOT_FOUND', message: 'subject entity not found' }], "another tenant's subject reads as missing in the tenant (issue 35.1)");
+  t.same(codeAndMessage(await fails(ts, admin, assign, { i: { tenantId: acme, subjectKind: 'entity', subjectId: gDevice, roleId: acmeAdminRole } })),
+    [{ code: 'BAD_REQUEST', message: 'the subject belongs to another tenant: cross-tenant grants are only for platform roles' }], 'a platform administrator is told why');
   // A stray assignment (as the defect wrote them) on a deleted role: restoring the role must not revive it.
   const role = (await ok(ts, alice.token, `mutation ($i: CreateRoleInput!) { createRole(input: $i) { id } }`, { i: { name: 'readers', tenantId: acme } })).createRole.id as string;
   await sql`insert into role_assignments (tenant_id, subject_kind, entity_id, role_id) values (${acme}, 'entity', ${gDevice}, ${role})`;

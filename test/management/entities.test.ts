@@ -54,7 +54,10 @@ t.test('entities: create, read, list, update, lifecycle, ownership and isolation
     const own = await ok(ts, bob.token, `{ entities { total } }`);
     t.equal(own.entities.total, 1, 'without tenantId a tenant admin lists only tenants it may read');
     t.match(await fails(ts, alice.token, `query { entity(id: "not-a-uuid") { id } }`), [{ message: 'id must be a UUID', extensions: { code: 'BAD_REQUEST' } }]);
-    t.match(await fails(ts, alice.token, `query { entity(id: "7d1f4a8e-0000-4000-8000-000000000000") { id } }`), [{ message: 'entity not found', extensions: { code: 'NOT_FOUND' } }]);
+    // An unknown id answers a tenant administrator as another tenant's entity does (issue 35.1); only a
+    // caller reading entities at platform scope reads 'entity not found'.
+    t.match(await fails(ts, alice.token, `query { entity(id: "7d1f4a8e-0000-4000-8000-000000000000") { id } }`), [{ message: 'forbidden', extensions: { code: 'FORBIDDEN' } }]);
+    t.match(await fails(ts, admin, `query { entity(id: "7d1f4a8e-0000-4000-8000-000000000000") { id } }`), [{ message: 'entity not found', extensions: { code: 'NOT_FOUND' } }]);
   });
 
   await t.test('update semantics: attributes replaced, alias/externalId omitted keeps and null clears, suspended only here', async (t) => {

@@ -1,5 +1,7 @@
-// Issue 21 points 3 and 5: an id the caller may not see answers exactly like an id that does not exist,
-// and nothing is written in another tenant. addOwnership checks its owner like the owned entity;
+// Issue 21 points 3 and 5, issue 35 point 1: an id the caller may not see answers exactly like an id that
+// does not exist, and nothing is written in another tenant. addOwnership checks its owner like the owned
+// entity (both answered as missing); elsewhere an unknown id answers as another tenant's object does
+// ('forbidden', NOT_FOUND only to a caller who could have read it, src/access/guard.ts `missing`);
 // /authz/check, GraphQL authzCheck/authzBulkCheck and gRPC Check, asked by a tenant's checker about
 // another tenant's subject, answer 'subject not found' (not 'no matching allow policy' or 'subject is
 // not active'), on the first call and from the memo alike. (Point 5's shared-key oracle is in
@@ -40,6 +42,43 @@ t.test('addOwnership: the owner is checked like the owned entity', async (t) => 
   t.match((await ok(ts, alice.token, OWN, { a: acmeService, b: acmeDevice })).addOwnership, { ownerId: acmeService, ownedId: acmeDevice }, 'same tenant');
   t.match((await ok(ts, admin, OWN, { a: dave.id, b: acmeDevice })).addOwnership, { ownerId: dave.id }, 'a global owner, by a platform administrator');
   t.same((await ok(ts, bob.token, `query ($a: ID!) { ownedEntities(ownerId: $a) { id } }`, { a: gDevice })).ownedEntities, [], "Globex's device owns nothing in Acme");
+});
+
+t.test('issue 35.1: an unknown id answers each caller as another tenant\'s object does', async (t) => {
+  const acmeGroup = (await ok(ts, alice.token, `mutation ($i: CreateGroupInput!) { createObjectGroup(input: $i) { id } }`, { i: { name: 'a-objects', tenantId: acme } })).createObjectGroup.id as string;
+  const acmeRole = (await ok(ts, alice.token, `mutation ($i: CreateRoleInput!) { createRole(input: $i) { id } }`, { i: { name: 'a-role', tenantId: acme } })).createRole.id as string;
+  const FORBIDDEN = [{ code: 'FORBIDDEN', message: 'forbidden' }];
+  // By id alone: Globex's admin may read neither; only a platform reader is told the id names nothing.
+  const byId: [string, string, Record<string, unknown>][] = [
+    ['entity', `query ($id: ID!) { entity(id: $id) { id } }`, { id: '$' }],
+    ['updateEntity', `mutation ($id: ID!) { updateEntity(id: $id, input: {name: "x"}) { id } }`, { id: '$' }],
+    ['credentials', `query ($id: ID!) { credentials(entityId: $id) { total } }`, { id: '$' }],
+    ['group', `query ($id: ID!) { group(id: $id) { id } }`, { id: '$g' }],
+    ['role', `query ($id: ID!) { role(id: $id) { id } }`, { id: '$r' }],
+    ['tenant', `query ($id: ID!) { tenant(id: $id) { id } }`, { id: '$t' }],
+    ['tenantMembers', `query ($id: ID!) { tenantMembers(tenantId: $id) { total } }`, { id: '$t' }],
+  ];
+  const real: Record<string, string> = { $: acmeDevice, $g: acmeGroup, $r: acmeRole, $t: acme };
+  for (const [name, query, vars] of byId) {
+    const fill = (ids: Record<string, string> | null) => Object.fromEntries(Object.entries(vars).map(([k, v]) => [k, ids ? ids[v as string] : UNKNOWN]));
+    t.same(shape(await fails(ts, bob.token, query, fill(real))), FORBIDDEN, `${name}: Acme's object, to Globex's admin`);
+    t.same(shape(await fails(ts, bob.token, query, fill(null))), FORBIDDEN, `${name}: an unknown id, the same`);
+    t.match(shape(await fails(ts, admin, query, fill(null))), [{ code: 'NOT_FOUND' }], `${name}: NOT_FOUND to the platform administrator`);
+  }
+  // Named inside a tenant the caller reads: another tenant's object and an unknown id both read as missing there.
+  const ASSIGN = `mutation ($i: CreateRoleAssignmentInput!) { createRoleAssignment(input: $i) { id } }`;
+  const gRole = (await ok(ts, bob.token, `mutation ($i: CreateRoleInput!) { createRole(input: $i) { id } }`, { i: { name: 'g-role', tenantId: globex } })).createRole.id as string;
+  const assign = (subjectId: string, roleId: string) => fails(ts, bob.token, ASSIGN, { i: { tenantId: globex, subjectKind: 'entity', subjectId, roleId } });
+  t.same(shape(await assign(acmeDevice, gRole)), [{ code: 'NOT_FOUND', message: 'subject entity not found' }], "Acme's subject, in Globex");
+  t.same(shape(await assign(UNKNOWN, gRole)), shape(await assign(acmeDevice, gRole)), 'an unknown subject, the same');
+  t.same(shape(await assign(gDevice, acmeRole)), [{ code: 'NOT_FOUND', message: 'role not found' }], "Acme's role, in Globex");
+  t.same(shape(await assign(gDevice, UNKNOWN)), shape(await assign(gDevice, acmeRole)), 'an unknown role, the same');
+  // A pair across tenants is refused on the grants before its tenants are compared.
+  const CONTAIN = `mutation ($e: ID!, $g: ID!) { addEntityToObjectGroup(entityId: $e, objectGroupId: $g) { id } }`;
+  t.same(shape(await fails(ts, bob.token, CONTAIN, { e: gDevice, g: acmeGroup })), FORBIDDEN, "Globex's device into Acme's group");
+  t.same(shape(await fails(ts, bob.token, CONTAIN, { e: gDevice, g: UNKNOWN })), FORBIDDEN, 'into an unknown group, the same');
+  t.same(shape(await fails(ts, admin, CONTAIN, { e: gDevice, g: acmeGroup })), [{ code: 'BAD_REQUEST', message: 'the entity and the object group belong to different tenants' }],
+    'a platform administrator, who may act on both, is told why');
 });
 
 t.test('runtime checks: another tenant\'s subject answers like an unknown one, on every API', async (t) => {

@@ -45,7 +45,9 @@ t.test('blocks naming a deleted direct policy or role assignment are deleted wit
   t.same(await check(u, p), { allowed: true, reason: 'allowed' }, 'service u may manage P (and the decision is now cached)');
   t.equal((await run(`mutation ($id: ID!) { deleteDirectPolicy(id: $id) }`, { id: p })).deleteDirectPolicy, true);
   t.equal(await naming(p), 0, 'the block naming P is gone');
-  t.match((await gql(ts.url(), BLOCK, { id: onP }, alice.token)).body.errors?.[0], { extensions: { code: 'NOT_FOUND' } });
+  // Gone: an unknown id, FORBIDDEN to the tenant admin (issue 35.1), NOT_FOUND to a platform administrator.
+  t.match((await gql(ts.url(), BLOCK, { id: onP }, alice.token)).body.errors?.[0], { extensions: { code: 'FORBIDDEN' } });
+  t.match((await gql(ts.url(), BLOCK, { id: onP }, admin)).body.errors?.[0], { extensions: { code: 'NOT_FOUND' } });
   t.equal((await sql`select 1 from direct_policies where id = ${uPolicy}`).length, 0, "and u's direct policy holding it");
   t.equal((await check(u, p)).allowed, false, 'no cached grant survives');
 

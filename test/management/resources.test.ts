@@ -86,7 +86,10 @@ t.test('createResource: tenant admin may, others may not; kind is validated and 
   t.match(custom, { kind: 'rule', ownerId: alice.id }, 'kind is free-form; a global owner may own a tenant resource');
   const bobsDevice = await call(admin, `mutation ($input: CreateEntityInput!) { createEntity(input: $input) { id } }`,
     { input: { kind: 'device', name: 'bobs-device', tenantId: tenantB } });
+  // Another tenant's entity reads as a missing one in the tenant (issue 35.1); a platform administrator is told why.
   t.same(errorOf(await call(alice.token, CREATE, { input: { kind: 'channel', name: 'x', tenantId: tenantA, ownerId: bobsDevice.data?.createEntity.id } })),
+    { code: 'BAD_REQUEST', message: 'ownerId must be a live entity' });
+  t.same(errorOf(await call(admin, CREATE, { input: { kind: 'channel', name: 'x', tenantId: tenantA, ownerId: bobsDevice.data?.createEntity.id } })),
     { code: 'BAD_REQUEST', message: 'ownerId belongs to another tenant' });
 });
 
@@ -275,5 +278,8 @@ t.test('object groups: add twice is a no-op, remove, clear; descendants over thr
     { input: { name: 'operators', tenantId: tenantA } });
   t.same(errorOf(await call(alice.token, ADD, { r: r1.id, g: principal.data?.createPrincipalGroup.id })),
     { code: 'BAD_REQUEST', message: 'objectGroupId must be an object group' });
-  t.same(errorOf(await call(alice.token, ADD, { r: r1.id, g: '00000000-0000-0000-0000-00000000dead' })), { code: 'NOT_FOUND', message: 'group not found' });
+  // An unknown group answers as another tenant's does (issue 35.1): NOT_FOUND only to a platform reader.
+  t.same(errorOf(await call(alice.token, ADD, { r: r1.id, g: '00000000-0000-0000-0000-00000000dead' })), FORBIDDEN);
+  t.same(errorOf(await call(alice.token, ADD, { r: r1.id, g: foreignGroup })), FORBIDDEN);
+  t.same(errorOf(await call(admin, ADD, { r: r1.id, g: '00000000-0000-0000-0000-00000000dead' })), { code: 'NOT_FOUND', message: 'group not found' });
 });

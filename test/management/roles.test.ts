@@ -130,8 +130,11 @@ t.test('replaceRolePermissionBlocks: blocks of the role\'s tenant only; decision
   t.match(dataOf(await call(alice.token, GET_ROLE, { id: r.id })), { derivedKind: 'simple', permissionBlocks: [{ id: read, actions: [{ name: 'read' }] }] });
 
   const foreign = await block(bob.token, { scopeMode: 'tenant', tenantId: tenantB, actionIds: ['read'] });
+  // Another tenant's block reads as a missing one to a caller who may not read it (issue 35.1).
   t.same(errorOf(await call(alice.token, REPLACE, { r: r.id, b: [read, foreign] })),
-    { code: 'BAD_REQUEST', message: "permission blocks must belong to the role's tenant" });
+    { code: 'BAD_REQUEST', message: `permission block ${foreign} not found` });
+  t.same(errorOf(await call(admin, REPLACE, { r: r.id, b: [read, foreign] })),
+    { code: 'BAD_REQUEST', message: "permission blocks must belong to the role's tenant" }, 'a platform administrator reads it, and is told why');
   t.same(errorOf(await call(bob.token, REPLACE, { r: r.id, b: [foreign] })), FORBIDDEN);
   t.same(errorOf(await call(carol.token, REPLACE, { r: r.id, b: [] })), FORBIDDEN);
   t.same(errorOf(await call(alice.token, REPLACE, { r: r.id, b: ['00000000-0000-0000-0000-00000000dead'] })),

@@ -1,7 +1,8 @@
-// Soft-deleted objects are hidden from live reads (issue 22 point 2): every by-id read answers NOT_FOUND
-// for a deleted entity, resource or group, or for what a deleted tenant owns, whoever asks (the platform
-// administrator too); lists show deleted objects only with deleted: deleted or all; restore and purge
-// still take their ids.
+// Soft-deleted objects are hidden from live reads (issue 22 point 2): every by-id read answers a deleted
+// entity, resource or group, or what a deleted tenant owns, as it answers an unknown id (issue 35.1):
+// NOT_FOUND to whoever could read it had it been there (the platform administrator, the administrator of
+// the tenant a deleted object was in), 'forbidden' to the rest; lists show deleted objects only with
+// deleted: deleted or all; restore and purge still take their ids.
 import t from 'tap';
 import { adminToken, startAuthService } from '../helpers/auth.js';
 import { createTenant, createUser, ok } from '../helpers/management.js';
@@ -90,12 +91,16 @@ t.test('what a deleted tenant owns is missing to by-id reads', async (t) => {
     [bob.id, carol.id].sort());
   t.equal((await ok(ts, admin, `mutation ($id: ID!) { deleteTenant(id: $id) }`, { id: globex })).deleteTenant, true);
 
+  // Missing exactly as an unknown id is (issue 35.1): NOT_FOUND to the platform administrator, who reads
+  // every tenant; 'forbidden' to its former administrator, who can read nothing in it any more.
+  const forbidden = () => ({ code: 'FORBIDDEN', message: 'forbidden' });
   for (const token of [bob.token, admin]) {
-    t.same(await errorOf(token, `query ($id: ID!) { entity(id: $id) { id } }`, { id: device }), missing('entity'));
-    t.same(await errorOf(token, `query ($id: ID!) { resource(id: $id) { id } }`, { id: channel }), missing('resource'));
-    t.same(await errorOf(token, `query ($id: ID!) { group(id: $id) { id } }`, { id: group }), missing('group'));
-    t.same(await errorOf(token, `query ($id: ID!) { profile(id: $id) { id } }`, { id: profile }), missing('profile'));
-    t.same(await errorOf(token, `query ($id: ID!) { profileVersions(profileId: $id) { id } }`, { id: profile }), missing('profile'));
-    t.same(await errorOf(token, `query ($t: ID!) { tenantMembers(tenantId: $t) { total } }`, { t: globex }), missing('tenant'));
+    const answer = token === admin ? missing : forbidden;
+    t.same(await errorOf(token, `query ($id: ID!) { entity(id: $id) { id } }`, { id: device }), answer('entity'));
+    t.same(await errorOf(token, `query ($id: ID!) { resource(id: $id) { id } }`, { id: channel }), answer('resource'));
+    t.same(await errorOf(token, `query ($id: ID!) { group(id: $id) { id } }`, { id: group }), answer('group'));
+    t.same(await errorOf(token, `query ($id: ID!) { profile(id: $id) { id } }`, { id: profile }), answer('profile'));
+    t.same(await errorOf(token, `query ($id: ID!) { profileVersions(profileId: $id) { id } }`, { id: profile }), answer('profile'));
+    t.same(await errorOf(token, `query ($t: ID!) { tenantMembers(tenantId: $t) { total } }`, { t: globex }), answer('tenant'));
   }
 });

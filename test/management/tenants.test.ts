@@ -102,7 +102,9 @@ t.test('tenants: creation, reads, listing, lifecycle and isolation', async (t) =
 
     t.equal((await ok(ts, admin, `mutation ($id: ID!) { deleteTenant(id: $id) }`, { id: globex })).deleteTenant, true);
     t.match(await fails(ts, session.token, '{ myTenantInvitations { total } }'), [{ extensions: { code: 'UNAUTHENTICATED' } }], 'a session in the deleted tenant is revoked');
-    t.match(await fails(ts, bob.token, `query ($id: ID!) { tenant(id: $id) { id } }`, { id: globex }), [{ extensions: { code: 'NOT_FOUND' } }]);
+    // Hidden: to anyone but a platform administrator it answers as an unknown id does (issue 35.1).
+    t.match(await fails(ts, bob.token, `query ($id: ID!) { tenant(id: $id) { id } }`, { id: globex }), [{ message: 'forbidden', extensions: { code: 'FORBIDDEN' } }]);
+    t.match(await fails(ts, bob.token, `query ($id: ID!) { tenant(id: $id) { id } }`, { id: '7d1f4a8e-0000-4000-8000-000000000000' }), [{ message: 'forbidden', extensions: { code: 'FORBIDDEN' } }]);
     t.equal((await ok(ts, admin, `{ tenants { total } }`)).tenants.total, 1, 'gone from default listings');
     const deleted = await ok(ts, admin, `{ tenants(deleted: deleted) { items { id status deletedAt deletedBy } } }`);
     t.match(deleted.tenants.items, [{ id: globex, status: 'deleted', deletedAt: /^\d{4}-/, deletedBy: '00000000-0000-0000-0000-000000000001' }]);

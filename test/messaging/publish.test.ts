@@ -108,9 +108,10 @@ t.test('every refusal stores nothing', async (t) => {
     ['no content type', () => publish(ts, a.ws, ch, a.publisher.key, ok, { contentType: null }), 415, /senml\+json/],
     ['no grant', () => publish(ts, a.ws, ch, noGrant.key, ok), 403, 'forbidden'],
     ['device of another workspace', () => publish(ts, a.ws, ch, other.publisher.key, ok), 403, /forbidden/],
-    ['unknown channel', () => publish(ts, a.ws, '00000000-0000-0000-0000-00000000abcd', a.publisher.key, ok), 404, 'channel not found'],
-    ['channel of another workspace', () => publish(ts, a.ws, other.channel, a.publisher.key, ok), 404, 'channel not found'],
-    ['not a channel', () => publish(ts, a.ws, notChannel, a.publisher.key, ok), 404, 'channel not found'],
+    // A device cannot tell a missing channel from one it holds no grant on (issue 35.1): 'forbidden' alike.
+    ['unknown channel', () => publish(ts, a.ws, '00000000-0000-0000-0000-00000000abcd', a.publisher.key, ok), 403, 'forbidden'],
+    ['channel of another workspace', () => publish(ts, a.ws, other.channel, a.publisher.key, ok), 403, 'forbidden'],
+    ['not a channel', () => publish(ts, a.ws, notChannel, a.publisher.key, ok), 403, 'forbidden'],
     ['not UTF-8', () => fetch(`${ts.url('messaging')}/http/m/${a.ws}/c/${ch}`, { method: 'POST', headers: { authorization: `Client ${a.publisher.key}`, 'content-type': 'application/senml+json' }, body: Buffer.from('[{"n":"temp","vs":"caf\xe9"}]', 'latin1') }), 400, 'payload is not valid UTF-8'],
     ['unpaired surrogate escape', () => publish(ts, a.ws, ch, a.publisher.key, '[{"n":"a","vs":"x\\ud800"}]'), 400, "record 0: field 'vs' holds an unpaired surrogate escape (\\uD800-\\uDFFF), which is not Unicode text"],
     ['malformed JSON', () => publish(ts, a.ws, ch, a.publisher.key, '[{"n":'), 400, 'payload is not valid JSON'],

@@ -4,7 +4,8 @@
 // automatic flow pki.provision_automated on the platform too; reading authorities needs read.
 import { createCredentialAuthority, type Principal } from '../../auth/index.js';
 import type { Authz, ObjectRef } from '../../authz/index.js';
-import { forbidden } from '../../errors.js';
+import { forbidden, type AppError } from '../../errors.js';
+import { missingAnswer } from '../../access/guard.js';
 import { readableTenants } from '../../access/readable-scope.js';
 import type { Queryable } from '../../db/client.js';
 
@@ -91,6 +92,16 @@ export function createPkiAccess(deps: { sql: Queryable; authz: Authz }) {
     async readableTenantIds(p: Principal): Promise<string[] | null> {
       return readableTenants(deps, p, 'read', 'tenant');
     },
+    /**
+     * The answer to an authority or certificate profile id that names nothing (guard.missing): NOT_FOUND
+     * to a caller reading or provisioning authorities at platform scope, FORBIDDEN to anyone else, who is
+     * refused on another tenant's authority that same way.
+     */
+    missingAuthority: (p: Principal, what: string, tenantId?: string | null): Promise<AppError> =>
+      missingAnswer(authz, p, 'tenant', what, { tenantId, actions: ['read', 'pki.provision'] }),
+    /** The answer to a certificate (or its entity) that names nothing: NOT_FOUND only to platform credential readers. */
+    missingCertificate: (p: Principal, what = 'certificate', tenantId?: string | null): Promise<AppError> =>
+      missingAnswer(authz, p, 'credential', what, { tenantId, actions: ['read', 'manage'] }),
     async isPlatformReader(p: Principal): Promise<boolean> {
       return (await authz.decide(p, 'read', tenantRef(null), { readingFrozenTenant: true })).allowed;
     },

@@ -2,7 +2,7 @@
 // provisioning and retirement operations (pki.provision; the automatic flow also pki.provision_automated).
 import type { Principal } from '../../auth/index.js';
 import type { Sql } from '../../db/client.js';
-import { forbidden, isAppError, notFound } from '../../errors.js';
+import { forbidden, isAppError } from '../../errors.js';
 import * as v from '../../validate.js';
 import type { PkiAccess } from './access.js';
 import { ProvisioningRefused, type Provisioning } from './authority-provisioning.js';
@@ -25,22 +25,23 @@ export function createAuthorities(deps: { sql: Sql; access: PkiAccess; provision
     return row.tenant_id === null ? access.isPlatformReader(p) : access.mayReadTenant(p, row.tenant_id);
   }
 
-  async function load(id: unknown): Promise<q.AuthorityRow> {
+  /** An authority by id for an operation of `p`; none answers as access.missingAuthority says. */
+  async function lookup(p: Principal, id: unknown): Promise<q.AuthorityRow> {
     const row = await q.selectAuthority(sql, v.uuid('id', id));
-    if (!row) throw notFound('authority');
+    if (!row) throw await access.missingAuthority(p, 'authority');
     return row;
   }
 
   /** Loads an authority for a provisioning operation: pki.provision on its tenant (platform scope for platform ones). */
   async function forChange(p: Principal, id: unknown): Promise<q.AuthorityRow> {
-    const row = await load(id);
+    const row = await lookup(p, id);
     await access.requireProvision(p, row.tenant_id);
     return row;
   }
 
   return {
     async get(p: Principal, id: unknown): Promise<q.AuthorityRow> {
-      const row = await load(id);
+      const row = await lookup(p, id);
       if (!(await mayRead(p, row))) throw forbidden();
       return row;
     },

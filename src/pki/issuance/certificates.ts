@@ -69,7 +69,7 @@ export function createCertificateReads(deps: { sql: Sql; access: PkiAccess; list
 
   async function get(p: Principal, credentialId: unknown): Promise<cq.CertificateRow> {
     const row = await cq.selectCertificate(sql, v.uuid('credentialId', credentialId));
-    if (!row) throw notFound('certificate');
+    if (!row) throw await access.missingCertificate(p);
     const owner = await entity(row.entity_id);
     if (!owner || !(await access.mayRead(p, owner, row.id))) throw forbidden();
     return row;
@@ -124,7 +124,7 @@ export function createCertificateReads(deps: { sql: Sql; access: PkiAccess; list
         filter.entityId = v.uuid('entityId', args.entityId);
         // One entity: the credential rule for that entity decides (it covers global entities too).
         const owner = await entity(filter.entityId);
-        if (!owner || owner.deleted) throw notFound('entity');
+        if (!owner || owner.deleted) throw await access.missingCertificate(p, 'entity', owner?.tenant_id);
         if (!(await access.mayReadEntity(p, owner))) throw forbidden();
       } else {
         // Grants before paging: only tenants whose credentials the caller reads or manages.

@@ -28,6 +28,14 @@ export type Caller =
   | { kind: 'principal'; principal: Principal; requestId?: string | null; via?: string; clientCertificateId?: string | null }
   | { kind: 'subject'; entityId: string; requestId?: string | null; via: string; presentedCredentialId?: string | null };
 
+/**
+ * What is not there: to a management caller as access.missingCertificate says (a refused caller cannot
+ * tell another tenant's id from an unused one); an enrolling subject names only itself.
+ */
+export async function missingTo(access: PkiAccess, caller: Caller, what: string, tenantId?: string | null): Promise<AppError> {
+  return caller.kind === 'principal' ? access.missingCertificate(caller.principal, what, tenantId) : notFound(what);
+}
+
 export interface IssueInput {
   entityId?: unknown;
   ttlSecs?: unknown;
@@ -113,6 +121,8 @@ export function createIssuance(deps: {
     if (!profile) throw new AppError('INTERNAL', `issuer ${issuer.authority.id} has no usable default profile`);
     return { issuer, profile };
   }
+
+  const missing = (caller: Caller, what: string, tenantId?: string | null) => missingTo(access, caller, what, tenantId);
 
   async function replay(credentialId: string, event: string, caller: Caller, targetId: string, tenantId: string | null): Promise<IssuedCertificate> {
     const row = await cq.selectCertificate(sql, credentialId);
@@ -248,7 +258,7 @@ export function createIssuance(deps: {
     const key = idempotencyKey(input.idempotencyKey, !generated);
     const op: Operation = generated ? 'issue_generated' : 'issue_csr';
     const entity = await contexts.submit({ entityId, operation: op, key });
-    if (!entity || entity.deleted) throw notFound('entity');
+    if (!entity || entity.deleted) throw await missing(caller, 'entity', entity?.tenant_id);
     if (caller.kind === 'principal') await access.requireIssue(caller.principal, entity);
     const hash = requestHash([op, entity.id, input.ttlSecs ?? null, generated ? null : typeof input.csrPem === 'string' ? input.csrPem.trim() : null]);
     if (entity.prior_credential_id) {
@@ -269,9 +279,9 @@ export function createIssuance(deps: {
     const revokeOld = input.revokeOld === true;
     const op: Operation = generated ? 'renew_generated' : 'renew_csr';
     const context = await renewals.submit({ credentialId, operation: op, key });
-    if (!context) throw notFound('certificate');
+    if (!context) throw await missing(caller, 'certificate');
     const { source, entity } = context;
-    if (entity.deleted) throw notFound('entity');
+    if (entity.deleted) throw await missing(caller, 'entity', entity.tenant_id);
     if (caller.kind === 'principal') {
       await access.requireRotate(caller.principal, entity, source.id);
     } else if (caller.entityId !== entity.id || caller.presentedCredentialId !== source.id) {

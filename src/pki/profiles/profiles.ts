@@ -134,6 +134,13 @@ export function createProfiles(deps: {
     return row;
   }
 
+  /** A certificate profile by id for a change by `p`; none answers as access.missingAuthority says. */
+  async function lookup(p: Principal, id: unknown, field = 'id'): Promise<q.ProfileRow> {
+    const row = await q.selectProfile(sql, v.uuid(field, id));
+    if (!row) throw await access.missingAuthority(p, 'certificate profile');
+    return row;
+  }
+
   const record = (p: Principal, event: string, tenantId: string | null, id: string, details: Record<string, unknown> = {}) =>
     audit.record({ event, outcome: 'allow', actorEntityId: p.entityId, tenantId, targetKind: 'certificate_profile', targetId: id, details });
 
@@ -159,7 +166,7 @@ export function createProfiles(deps: {
       return row;
     },
     async update(p: Principal, id: unknown, input: Record<string, unknown>): Promise<q.ProfileRow> {
-      const row = await load(id);
+      const row = await lookup(p, id);
       await access.requireProvision(p, row.tenant_id);
       if ('tenantId' in input && input.tenantId !== undefined && input.tenantId !== row.tenant_id) throw invalidInput('a profile cannot move to another tenant');
       const updated = await q.updateProfile(sql, row.id, profileFields(input, row, options));
@@ -168,7 +175,7 @@ export function createProfiles(deps: {
       return updated;
     },
     async remove(p: Principal, id: unknown): Promise<boolean> {
-      const row = await load(id);
+      const row = await lookup(p, id);
       await access.requireProvision(p, row.tenant_id);
       if (row.is_system) throw invalidInput('the platform default profile cannot be deleted');
       if (await q.profileInUse(sql, row.id)) throw conflict('this profile is the default profile of an authority: choose another default first');
@@ -180,11 +187,16 @@ export function createProfiles(deps: {
     /** An issuer's default profile: a platform profile, or one of the issuer's own tenant. */
     async setDefault(p: Principal, authorityId: unknown, profileId: unknown) {
       const authority = await selectAuthority(sql, v.uuid('authorityId', authorityId));
-      if (!authority) throw notFound('authority');
+      if (!authority) throw await access.missingAuthority(p, 'authority');
       await access.requireProvision(p, authority.tenant_id);
       if (authority.kind !== 'platform_leaf_issuer' && authority.kind !== 'tenant_intermediate') throw invalidInput('only leaf issuers have a default profile');
-      const profile = await load(profileId);
-      if (profile.tenant_id !== null && profile.tenant_id !== authority.tenant_id) throw invalidInput("the profile belongs to another tenant than the authority's");
+      const profile = await q.selectProfile(sql, v.uuid('profileId', profileId));
+      const foreign = !!profile && profile.tenant_id !== null && profile.tenant_id !== authority.tenant_id;
+      // Another tenant's profile the caller may not read reads as a missing one (in the authority's tenant).
+      if (!profile || (foreign && !(await access.mayReadTenant(p, profile.tenant_id as string)))) {
+        throw await access.missingAuthority(p, 'certificate profile', authority.tenant_id);
+      }
+      if (foreign) throw invalidInput("the profile belongs to another tenant than the authority's");
       await setDefaultProfile(sql, authority.id, profile.id);
       record(p, 'authority.default_profile', authority.tenant_id, authority.id, { profile_id: profile.id });
       await deps.changed(profile.id);

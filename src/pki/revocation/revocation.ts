@@ -13,7 +13,7 @@ import type { PkiAccess, SubjectEntity } from '../authorities/access.js';
 import { selectAuthority } from '../authorities/authority-queries.js';
 import * as cq from '../issuance/certificate-queries.js';
 import { crlEntryDer, revocationReason, type RevocationReason } from '../x509/der.js';
-import type { Caller } from '../issuance/issuance.js';
+import { missingTo, type Caller } from '../issuance/issuance.js';
 import { REVOKED_TOPIC, ledgerEntryFor, revocationAudit, revocationInstant, revocationOutbox, revokedPayload, type RevokedNotice } from './revocation-events.js';
 import * as rq from './revocation-queries.js';
 
@@ -125,7 +125,7 @@ export function createRevocation(deps: { sql: Sql; hub: NotifyHub; access: PkiAc
     }
   }
 
-  async function find(input: RevokeInput): Promise<cq.CertificateRow> {
+  async function find(caller: Caller, input: RevokeInput): Promise<cq.CertificateRow> {
     const given = [input.credentialId, input.fingerprintSha256, input.issuerId ?? input.serialNumber].filter((x) => x !== undefined && x !== null);
     if (given.length !== 1) throw invalidInput('give exactly one of credentialId, fingerprintSha256, or issuerId with serialNumber');
     let row: cq.CertificateRow | undefined;
@@ -137,7 +137,7 @@ export function createRevocation(deps: { sql: Sql; hub: NotifyHub; access: PkiAc
       }
       row = await cq.selectByIssuerSerial(sql, v.uuid('issuerId', input.issuerId), normaliseSerial(input.serialNumber));
     }
-    if (!row) throw notFound('certificate');
+    if (!row) throw await missingTo(access, caller, 'certificate');
     return row;
   }
 
@@ -163,12 +163,15 @@ export function createRevocation(deps: { sql: Sql; hub: NotifyHub; access: PkiAc
     if (key === 'tenantId') tenantId = id;
     else if (key === 'issuerId') {
       const authority = await selectAuthority(sql, id);
-      if (!authority) throw notFound('authority');
+      if (!authority) throw await access.missingCertificate(p, 'authority');
       tenantId = authority.tenant_id;
     } else {
       const [group] = await sql<{ tenant_id: string | null; group_type: string }[]>`select tenant_id, group_type from groups where id = ${id}`;
-      if (!group || group.group_type !== 'principal') throw notFound('principal group');
+      if (!group) throw await access.missingCertificate(p, 'principal group');
       tenantId = group.tenant_id;
+      // The type is told only to a caller managing credentials where the group lives.
+      await access.requireScopeManage(p, tenantId);
+      if (group.group_type !== 'principal') throw notFound('principal group');
     }
     await access.requireScopeManage(p, tenantId);
     const scope: rq.BulkScope = key === 'tenantId' ? { tenantId: id } : key === 'issuerId' ? { issuerId: id } : { principalGroupId: id };
@@ -185,7 +188,7 @@ export function createRevocation(deps: { sql: Sql; hub: NotifyHub; access: PkiAc
 
     async revoke(caller: Caller, input: RevokeInput): Promise<Revocation> {
       const reason = revocationReason(input.reason);
-      const found = await find(input);
+      const found = await find(caller, input);
       if (!(await mayRevoke(caller, found.entity_id, found.id))) throw forbidden();
       const actor = actorOf(caller);
       const outcome = await sql.begin(async (tx) => {
@@ -213,7 +216,7 @@ export function createRevocation(deps: { sql: Sql; hub: NotifyHub; access: PkiAc
       const reason = revocationReason(reasonValue);
       const id = v.uuid('entityId', entityId);
       const entity = await entityOf(id);
-      if (!entity) throw notFound('entity');
+      if (!entity) throw await missingTo(access, caller, 'entity');
       if (caller.kind === 'principal' ? !(await access.mayManage(caller.principal, entity)) : caller.entityId !== id) throw forbidden();
       const entries = await sql.begin(async (tx) => revokeRows(tx, await rq.lockActiveOfEntity(tx, id), reason, actorOf(caller), {
         requestId: caller.requestId, via: viaOf(caller), details: { scope: 'entity', ...clientCertificateOf(caller) },
