@@ -1,6 +1,8 @@
 // Authorization and tenant-state guards shared by the management domains (entities, resources, groups...).
 import type { Principal } from '../auth/principal.js';
-import type { Authz, ObjectKind, ObjectRef } from '../authz/index.js';
+// authz/types, not authz/index: auth/authority imports missingAnswer, and authz/index reaches auth again
+// through its gRPC handlers (an import circle).
+import type { Authz, ObjectKind, ObjectRef } from '../authz/types.js';
 import type { Queryable } from '../db/client.js';
 import { forbidden, notFound, type AppError } from '../errors.js';
 import { tenantStatus } from './queries.js';
