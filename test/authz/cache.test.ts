@@ -130,10 +130,12 @@ t.test('an entry evicted for room can no longer be invalidated, so what was buil
 t.test('invalidation finds entries by what they were built from, through replacements and evictions', async (t) => {
   const cache = createAuthzCache({ subjects: 2, objects: 10, decisions: 10, maxBytes: 1 << 24, ttlMs: 60_000 });
   const policy = (signature: string, refs: string[]) => ({ stale: false, expiresAt: Infinity, signature, blocks: [], byAction: new Map(),
-    allActionsIndex: { exact: new Map(), scan: [] }, refs: new Set(refs) });
-  const grants = (subject: string, p: ReturnType<typeof policy>, refs: string[]) => ({ stale: false, expiresAt: Infinity, policy: p,
+    allActionsIndex: { exact: new Map(), scan: [] }, refs: new Set(refs), unbound: true, boundTenants: new Set<string>() });
+  // A subject holding one platform part: its refs name the part's signature (compile.ts compileGrants).
+  const grants = (subject: string, p: ReturnType<typeof policy>, refs: string[]) => ({ stale: false, expiresAt: Infinity,
+    parts: new Map([['', p]]), everywhere: [p], byTenant: new Map(), version: 0, reload: new Map<string, number>(),
     subject: { stale: false, expiresAt: Infinity, id: subject, name: subject, kind: 'device', tenantId: null, status: 'active', view: {} },
-    refs: new Set([subject, ...refs]) });
+    refs: new Set([subject, ...refs, `policy:${p.signature}`]) });
   const shared = policy('sig-1', ['role-1', 'block-1']);
   const first = grants('s1', shared, ['assignment-1']);
   cache.policies.set('sig-1', shared);
