@@ -1,5 +1,4 @@
 // SQL of the authorization engine: subjects and their grants, object and tenant facts, ceilings, catalog.
-import type postgres from 'postgres';
 import type { Queryable } from '../db/client.js';
 import { isUuid } from '../validate.js';
 
@@ -75,7 +74,8 @@ export async function selectGrantsInTenants(sql: Queryable, entityId: string, te
 function grantsQuery(sql: Queryable, entityId: string, tenantIds: string[] | null): Promise<GrantRow[]> {
   // Two statements, each planned for what it reads: the filter sits inside every branch so it is part of
   // the index lookup, not applied to all the subject's grants after it.
-  const inTenants = (column: postgres.Fragment) => (tenantIds === null ? sql`` : sql`and ${column} = any(${tenantIds}::uuid[])`);
+  const ra = tenantIds === null ? sql`` : sql`and ra.tenant_id = any(${tenantIds}::uuid[])`;
+  const dp = tenantIds === null ? sql`` : sql`and dp.tenant_id = any(${tenantIds}::uuid[])`;
   return sql<GrantRow[]>`
     with pg as (
       select g.id, g.name
@@ -93,19 +93,19 @@ function grantsQuery(sql: Queryable, entityId: string, tenantIds: string[] | nul
       from role_assignments ra
       join roles r on r.id = ra.role_id and r.deleted_at is null
       join role_permission_blocks rpb on rpb.role_id = r.id
-      where ra.entity_id = ${entityId} ${inTenants(sql`ra.tenant_id`)}
+      where ra.entity_id = ${entityId} ${ra}
       union all
       select 'role', ra.id, ra.tenant_id, r.id, r.name, r.tenant_id, 'group:' || pg.name, pg.id, rpb.block_id
       from pg
-      join role_assignments ra on ra.group_id = pg.id ${inTenants(sql`ra.tenant_id`)}
+      join role_assignments ra on ra.group_id = pg.id ${ra}
       join roles r on r.id = ra.role_id and r.deleted_at is null
       join role_permission_blocks rpb on rpb.role_id = r.id
       union all
       select 'capability', dp.id, dp.tenant_id, null, null, null, 'direct', null, dp.block_id
-      from direct_policies dp where dp.entity_id = ${entityId} ${inTenants(sql`dp.tenant_id`)}
+      from direct_policies dp where dp.entity_id = ${entityId} ${dp}
       union all
       select 'capability', dp.id, dp.tenant_id, null, null, null, 'group:' || pg.name, pg.id, dp.block_id
-      from pg join direct_policies dp on dp.group_id = pg.id ${inTenants(sql`dp.tenant_id`)}
+      from pg join direct_policies dp on dp.group_id = pg.id ${dp}
     )
     select g.grant_kind, g.grant_id, g.grant_tenant_id, g.role_id, g.role_name, g.role_tenant_id, g.via, g.via_group_id,
            array_agg(g.block_id order by g.block_id) as block_ids
