@@ -9,15 +9,20 @@ export interface IndexedLru<V extends object> {
   readonly cache: LRUCache<string, V>;
   /** Deletes every entry keyed by, or built from, any of the ids; returns the values deleted. */
   drop(ids: Iterable<string>): V[];
+  /**
+   * Indexes more ids for an entry changed in place, which must already be among what refsOf returns for it
+   * (refsOf is read again when it leaves, so it has to return them too).
+   */
+  addRefs(key: string, ids: Iterable<string>): void;
   /** How many ids the index holds: it follows the entries held, whatever came and went. */
   readonly indexedIds: number;
 }
 
 export interface IndexedLruOptions<V extends object> {
-  /** The ids an entry was built from; read when it enters and when it leaves, so it must not change. */
+  /** The ids an entry was built from; read when it enters and when it leaves, so it may only grow through addRefs. */
   refsOf: (value: V) => Iterable<string>;
   /** Called for every entry that leaves, for whatever reason: evicted for room, expired, replaced, deleted. */
-  onLeave?: (value: V) => void;
+  onLeave?: (value: V, reason: LRUCache.DisposeReason) => void;
 }
 
 export function createIndexedLru<V extends object>(options: LRUCache.Options<string, V, unknown> & IndexedLruOptions<V>): IndexedLru<V> {
@@ -34,8 +39,8 @@ export function createIndexedLru<V extends object>(options: LRUCache.Options<str
         else byId.set(id, new Set([key]));
       }
     },
-    dispose(value, key) {
-      onLeave?.(value);
+    dispose(value, key, reason) {
+      onLeave?.(value, reason);
       for (const id of idsOf(key, value)) {
         const keys = byId.get(id);
         if (keys?.delete(key) && keys.size === 0) byId.delete(id);
@@ -53,6 +58,14 @@ export function createIndexedLru<V extends object>(options: LRUCache.Options<str
         if (cache.delete(key) && value !== undefined) dropped.push(value);
       }
       return dropped;
+    },
+    addRefs(key, ids) {
+      if (!cache.has(key)) return;
+      for (const id of ids) {
+        const keys = byId.get(id);
+        if (keys) keys.add(key);
+        else byId.set(id, new Set([key]));
+      }
     },
     get indexedIds() {
       return byId.size;

@@ -128,10 +128,9 @@ export async function clientCertificates(service, probe, count) {
 
 /**
  * `count` tenants as rows (name fleet-<n>, alias the same), in one statement: what createTenant writes for
- * the tenant itself. createTenant also gives its creator a tenant-admin role in each tenant, and every
- * such role makes the creator's next authorization decision re-read all of its blocks: one operator
- * creating 10,000 tenants pays O(n) per tenant (issue 33.5 run of 2026-11-28, bench/results/HISTORY.md),
- * which is not the certificate authority's cost. The CAs are then provisioned through the service.
+ * the tenant itself, without its authorization side (the creator's tenant-admin role), which is not the
+ * certificate authority's cost and is measured by bench/tenant-create.js. The CAs are then provisioned
+ * through the service.
  * @param {{databaseUrl: string}} service @param {number} from @param {number} count
  * @returns {Promise<string[]>}
  */

@@ -3,6 +3,7 @@
 // from, a generation counter against racing loads.
 import { LRUCache } from 'lru-cache';
 import { createIndexedLru, type IndexedLru } from '../indexed-lru.js';
+import { POLICY_REF } from './compile.js';
 import type { Decision } from './types.js';
 import type { Cached, Ceiling, CompiledPolicy, ObjectFacts, SubjectGrants, SubjectTenants, TenantFacts } from './model.js';
 
@@ -18,6 +19,8 @@ export interface CacheLimits {
 export interface CachedDecision {
   decision: Decision;
   grants: SubjectGrants;
+  /** grants.version when it was computed: a part reloaded since makes it invalid. */
+  grantsVersion: number;
   facts: ObjectFacts | null;
   tenant: TenantFacts | null;
   ceiling: Ceiling | null;
@@ -36,11 +39,24 @@ export interface AuthzCache {
   readonly decisions: LRUCache<string, CachedDecision>;
   /** Bumped by every invalidation: a load that started before it must not be stored. */
   readonly generation: number;
+  /**
+   * Bumped by every invalidation but reloadGrants: a part reload that started before it must not be stored
+   * (one that started before a reloadGrants is checked against that subject's reload stamps instead).
+   */
+  readonly idGeneration: number;
   readonly ttlMs: number;
   /** Loads in flight, shared by concurrent callers; forgotten on invalidation. */
   dedupe<T>(key: string, load: () => Promise<T>): Promise<T>;
   /** Drops everything built from any of these ids (entities, groups, roles, blocks, grants, tenants, credentials). */
   dropIds(ids: Iterable<string>): number;
+  /**
+   * The grants these subjects hold through assignments and direct policies of these tenants changed:
+   * their cached grants stay, with those tenants' parts marked for reload (and every memoised decision
+   * of theirs invalid); their connected tenants are dropped.
+   */
+  reloadGrants(entityIds: readonly string[], tenantIds: readonly string[]): void;
+  /** Indexes ids added to a cached subject's refs by a part reload. */
+  addGrantRefs(subjectId: string, ids: Iterable<string>): void;
   clear(): void;
   stats(): CacheStats;
 }
@@ -71,12 +87,15 @@ function sizeOfJson(value: unknown): number {
  * (evicted for room, replaced, dropped) is marked stale: no invalidation can reach it any more, so a
  * memoised decision still holding it must not trust it.
  */
-function factCache<V extends Cached>(options: LRUCache.Options<string, V, unknown>, refsOf: (value: V) => Iterable<string>): IndexedLru<V> {
-  return createIndexedLru<V>({ ...options, refsOf, onLeave: (value) => void (value.stale = true) });
+function factCache<V extends Cached>(
+  options: LRUCache.Options<string, V, unknown>, refsOf: (value: V) => Iterable<string>, onLeave?: (value: V, reason: LRUCache.DisposeReason) => void,
+): IndexedLru<V> {
+  return createIndexedLru<V>({ ...options, refsOf, onLeave: (value, reason) => {
+    value.stale = true;
+    onLeave?.(value, reason);
+  } });
 }
 
-// Grants are also found by the signature of the shared policy they hold, which ids cannot reach.
-const POLICY_REF = 'policy:';
 const NO_REFS: string[] = [];
 
 export function createAuthzCache(limits: CacheLimits): AuthzCache {
@@ -86,12 +105,18 @@ export function createAuthzCache(limits: CacheLimits): AuthzCache {
     max: limits.subjects,
     maxSize: share(0.15),
     sizeCalculation: (g) => ENTRY_BYTES + g.refs.size * 80 + sizeOfJson(g.subject.view.attributes),
-  }, (g) => [...g.refs, POLICY_REF + g.policy.signature]);
+  }, (g) => g.refs);
+  // Grants are found by the signature of each shared part they hold ('policy:<signature>' in their refs).
+  // A part that leaves for room (or is replaced) takes its holders along: checking every part of a
+  // subject on every use would cost what the subject holds, and no invalidation could reach it any more.
+  // (dropIds drops the holders of the parts it drops itself.)
   const policies = factCache<CompiledPolicy>({
     max: limits.subjects,
     maxSize: share(0.35),
     sizeCalculation: (p) => ENTRY_BYTES + p.blocks.length * BLOCK_BYTES,
-  }, (p) => p.refs);
+  }, (p) => p.refs, (p, reason) => {
+    if (reason !== 'delete') grants.drop([POLICY_REF + p.signature]);
+  });
   const objects = factCache<ObjectFacts>({
     max: limits.objects,
     maxSize: share(0.25),
@@ -108,13 +133,18 @@ export function createAuthzCache(limits: CacheLimits): AuthzCache {
   });
   const pending = new Map<string, Promise<unknown>>();
   let generation = 0;
+  let idGeneration = 0;
   let invalidations = 0;
+  let reloadStamp = 0;
 
   return {
     grants: grants.cache, policies: policies.cache, objects: objects.cache, tenants: tenants.cache, ceilings: ceilings.cache,
     connections: connections.cache, decisions,
     get generation() {
       return generation;
+    },
+    get idGeneration() {
+      return idGeneration;
     },
     ttlMs: limits.ttlMs,
     dedupe<T>(key: string, load: () => Promise<T>): Promise<T> {
@@ -129,6 +159,7 @@ export function createAuthzCache(limits: CacheLimits): AuthzCache {
     dropIds(input) {
       const ids = new Set(input);
       generation++;
+      idGeneration++;
       invalidations++;
       pending.clear();
       if (ids.size === 0) return 0;
@@ -139,8 +170,25 @@ export function createAuthzCache(limits: CacheLimits): AuthzCache {
       return stalePolicies.length + grants.drop(ids).length + objects.drop(ids).length + tenants.drop(ids).length + ceilings.drop(ids).length
         + connections.drop(ids).length;
     },
+    reloadGrants(entityIds, tenantIds) {
+      generation++;
+      invalidations++;
+      pending.clear();
+      for (const id of entityIds) {
+        const g = grants.cache.peek(id);
+        if (!g) continue;
+        for (const t of tenantIds) g.reload.set(t, ++reloadStamp);
+        g.version++;
+      }
+      // The tenants a subject reaches follow its assignments.
+      connections.drop(entityIds);
+    },
+    addGrantRefs(subjectId, ids) {
+      grants.addRefs(subjectId, ids);
+    },
     clear() {
       generation++;
+      idGeneration++;
       invalidations++;
       pending.clear();
       for (const { cache } of facts) cache.clear();

@@ -33,11 +33,14 @@ function addToIndex(index: ActionIndex, block: CompiledBlock): void {
   }
 }
 
-/** Grants of the same shape (ignoring the assignment ids themselves) share one compiled policy. */
+/**
+ * Grants of the same shape (ignoring the assignment ids themselves) share one compiled policy. Their
+ * tenant is part of the shape: a policy's refs name it, so a tenant's invalidation reaches its holders.
+ */
 export function policySignature(grants: readonly GrantRow[]): string {
   const parts: string[] = [];
   for (const g of grants) {
-    const prefix = `${g.grant_kind}|${g.role_id ?? ''}|${g.via}|`;
+    const prefix = `${g.grant_kind}|${g.grant_tenant_id ?? ''}|${g.role_id ?? ''}|${g.via}|`;
     for (const blockId of g.block_ids) parts.push(prefix + blockId);
   }
   return createHash('sha1').update(parts.sort().join('\n')).digest('base64');
@@ -114,20 +117,96 @@ export function compilePolicy(rows: BindingRow[], signature: string, expiresAt: 
     for (const b of ordered) if (b.allActions || b.actions.has(action)) addToIndex(index, b);
     byAction.set(action, index);
   }
-  return { stale: false, expiresAt, signature, blocks: ordered, byAction, allActionsIndex, refs };
+  let unbound = false;
+  const boundTenants = new Set<string>();
+  for (const b of ordered) {
+    if (b.tenantId === null || UNBOUND_MODES.has(b.mode)) unbound = true;
+    else boundTenants.add(b.tenantId);
+  }
+  return { stale: false, expiresAt, signature, blocks: ordered, byAction, allActionsIndex, refs, unbound, boundTenants };
 }
 
-export function compileGrants(subject: SubjectFacts, grants: readonly GrantRow[], policy: CompiledPolicy, expiresAt: number): SubjectGrants {
-  // The policy's own ids (roles, blocks, groups) stay on the shared policy: invalidating one of them marks
-  // the policy stale, and a subject whose policy is stale counts as stale too. Only what is the
-  // subject's own is listed here, so an entry stays small however many blocks it reaches.
-  const refs = new Set<string>([subject.id]);
-  if (subject.tenantId) refs.add(subject.tenantId);
+/**
+ * Scopes whose containment (scope.ts) does not check the object's tenant against the block's: a block
+ * in one of them, or with no tenant, may contain an object of any tenant. Every other scope with a tenant
+ * contains only that tenant's objects.
+ */
+const UNBOUND_MODES: ReadonlySet<ScopeMode> = new Set(['platform', 'group', 'group_child_groups', 'group_descendant_groups']);
+
+/** The key of a grant's part: its tenant, '' for a platform grant. */
+function partKeyOf(grant: GrantRow): string {
+  return grant.grant_tenant_id ?? '';
+}
+
+/** Grant rows by part key, in their order. */
+export function grantsByPart(grants: readonly GrantRow[]): Map<string, GrantRow[]> {
+  const byKey = new Map<string, GrantRow[]>();
   for (const g of grants) {
-    refs.add(g.grant_id);
-    if (g.via_group_id) refs.add(g.via_group_id);
+    const key = partKeyOf(g);
+    const list = byKey.get(key);
+    if (list) list.push(g);
+    else byKey.set(key, [g]);
   }
-  return { stale: false, expiresAt, subject, policy, refs };
+  return byKey;
+}
+
+/** The policy ref a subject holding a part carries: a part that goes stale takes its holders along. */
+export const POLICY_REF = 'policy:';
+
+/** The ids a subject's own grant rows add to its refs (their tenants are on the parts: see policySignature). */
+export function grantRefsOf(grants: readonly GrantRow[], out: Set<string>): Set<string> {
+  for (const g of grants) {
+    out.add(g.grant_id);
+    if (g.via_group_id) out.add(g.via_group_id);
+  }
+  return out;
+}
+
+export function compileGrants(subject: SubjectFacts, grants: readonly GrantRow[], parts: Map<string, CompiledPolicy>, expiresAt: number): SubjectGrants {
+  // The parts' own ids (roles, blocks, groups) stay on the shared parts: invalidating one of them marks the
+  // part stale and takes every subject holding it along (cache.ts). Only what is the subject's own is
+  // listed here, so an entry stays small however many blocks it reaches.
+  const refs = grantRefsOf(grants, new Set<string>([subject.id]));
+  if (subject.tenantId) refs.add(subject.tenantId);
+  const g: SubjectGrants = {
+    stale: false, expiresAt, subject, parts: new Map(), everywhere: [], byTenant: new Map(), version: 0, reload: new Map(), refs,
+  };
+  for (const [key, part] of parts) setPart(g, key, part);
+  return g;
+}
+
+/** Puts a part in (replacing the key's previous one) and indexes it: costs what the two parts hold. */
+export function setPart(g: SubjectGrants, key: string, part: CompiledPolicy | undefined): void {
+  const previous = g.parts.get(key);
+  if (previous) {
+    g.parts.delete(key);
+    if (previous.unbound) removeOne(g.everywhere, previous);
+    else {
+      for (const t of previous.boundTenants) {
+        const list = g.byTenant.get(t);
+        if (list && removeOne(list, previous) && list.length === 0) g.byTenant.delete(t);
+      }
+    }
+  }
+  if (!part) return;
+  g.parts.set(key, part);
+  g.refs.add(POLICY_REF + part.signature);
+  g.expiresAt = Math.min(g.expiresAt, part.expiresAt);
+  if (part.unbound) g.everywhere.push(part);
+  else {
+    for (const t of part.boundTenants) {
+      const list = g.byTenant.get(t);
+      if (list) list.push(part);
+      else g.byTenant.set(t, [part]);
+    }
+  }
+}
+
+function removeOne<T>(list: T[], value: T): boolean {
+  const i = list.indexOf(value);
+  if (i < 0) return false;
+  list.splice(i, 1);
+  return true;
 }
 
 export function compileObject(row: ObjectRow, expiresAt: number): ObjectFacts {

@@ -180,28 +180,39 @@ export function createEngine(deps: { sql: Queryable; cache: AuthzCache; now?: ()
     if (g.ceiling && !ceilingAllows(g.ceiling, r, g, flags)) {
       return { decision: deny('denied by access token permission ceiling', { credential_id: g.ceiling.credentialId }), contextual: flags.contextual };
     }
-    const policy = g.grants.policy;
-    const index: ActionIndex = policy.byAction.get(r.action) ?? policy.allActionsIndex;
+    // Only the parts that can contain the object: those bound to its tenant, and the unbound ones. A deny
+    // in any of them decides; allows are gathered from all (once each: a block may reach two parts).
+    const grants = g.grants;
+    const facts = g.facts;
+    const bound = facts.tenantId !== null ? grants.byTenant.get(facts.tenantId) : undefined;
     let allows: string[] | null = null;
     let input: ConditionInput | undefined;
-    const facts = g.facts;
-    const exact = facts.id !== null ? index.exact.get(facts.id) : undefined;
-    for (let pass = 0; pass < 2; pass++) {
-      const list = pass === 0 ? exact : index.scan;
-      if (!list) continue;
-      for (let i = 0; i < list.length; i++) {
-        const b = list[i] as CompiledBlock;
-        if (!scopeContains(b, facts)) continue;
-        if (b.conditions) {
-          const contextual = b.conditions.usesContext;
-          if (contextual) flags.contextual = true;
-          if (!conditionsHold(b.conditions, (input ??= conditionInput(g, r.context)))) continue;
-          // A matching deny that needs no context decides alone, whatever else took part.
-          if (b.effect === 'deny') return { decision: Object.freeze({ allowed: false, reason: b.denyReason, blockIds: [b.id] }), contextual };
-        } else if (b.effect === 'deny') {
-          return { decision: Object.freeze({ allowed: false, reason: b.denyReason, blockIds: [b.id] }), contextual: false };
+    for (let set = 0; set < 2; set++) {
+      const parts = set === 0 ? grants.everywhere : bound;
+      if (!parts) continue;
+      for (let p = 0; p < parts.length; p++) {
+        const policy = parts[p] as CompiledPolicy;
+        const index: ActionIndex = policy.byAction.get(r.action) ?? policy.allActionsIndex;
+        const exact = facts.id !== null ? index.exact.get(facts.id) : undefined;
+        for (let pass = 0; pass < 2; pass++) {
+          const list = pass === 0 ? exact : index.scan;
+          if (!list) continue;
+          for (let i = 0; i < list.length; i++) {
+            const b = list[i] as CompiledBlock;
+            if (!scopeContains(b, facts)) continue;
+            if (b.conditions) {
+              const contextual = b.conditions.usesContext;
+              if (contextual) flags.contextual = true;
+              if (!conditionsHold(b.conditions, (input ??= conditionInput(g, r.context)))) continue;
+              // A matching deny that needs no context decides alone, whatever else took part.
+              if (b.effect === 'deny') return { decision: Object.freeze({ allowed: false, reason: b.denyReason, blockIds: [b.id] }), contextual };
+            } else if (b.effect === 'deny') {
+              return { decision: Object.freeze({ allowed: false, reason: b.denyReason, blockIds: [b.id] }), contextual: false };
+            }
+            if (!allows) allows = [b.id];
+            else if (!allows.includes(b.id)) allows.push(b.id);
+          }
         }
-        (allows ??= []).push(b.id);
       }
     }
     if (allows) return { decision: Object.freeze({ allowed: true, reason: 'allowed', blockIds: allows }), contextual: flags.contextual };
@@ -229,13 +240,13 @@ export function createEngine(deps: { sql: Queryable; cache: AuthzCache; now?: ()
     if (key !== null && cacheable && g.grants && storable(gen)) {
       const expiresAt = Math.min(g.grants.expiresAt, g.facts?.expiresAt ?? Infinity, g.tenant?.expiresAt ?? Infinity,
         ceiling?.expiresAt ?? Infinity, ceiling?.credentialExpiresAt ?? Infinity);
-      cache.decisions.set(key, { decision, grants: g.grants, facts: g.facts, tenant: g.tenant, ceiling, expiresAt });
+      cache.decisions.set(key, { decision, grants: g.grants, grantsVersion: g.grants.version, facts: g.facts, tenant: g.tenant, ceiling, expiresAt });
     }
     return decision;
   }
 
   function valid(hit: CachedDecision): boolean {
-    return !hit.grants.stale && !hit.grants.policy.stale && !(hit.facts?.stale) && !(hit.tenant?.stale) && !(hit.ceiling?.stale) && hit.expiresAt > now();
+    return !hit.grants.stale && hit.grants.version === hit.grantsVersion && !(hit.facts?.stale) && !(hit.tenant?.stale) && !(hit.ceiling?.stale) && hit.expiresAt > now();
   }
 
   function peekKey(key: string): Decision | undefined {

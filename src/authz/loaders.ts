@@ -4,11 +4,12 @@ import type { Queryable } from '../db/client.js';
 import type { AuthzCache } from './cache.js';
 import {
   bindingsOf, blockIdsOf, compileCatalog, compileCeiling, compileGrants, compileObject, compilePolicy, compileSubject, compileTenant,
-  policySignature, type ActionCatalog,
+  grantRefsOf, grantsByPart, POLICY_REF, policySignature, setPart, type ActionCatalog,
 } from './compile.js';
 import type { Ceiling, CompiledPolicy, ObjectFacts, SubjectGrants, SubjectTenants, TenantFacts } from './model.js';
 import {
-  selectActionCatalog, selectBlocks, selectCeiling, selectConnectedTenants, selectGrants, selectObject, selectSubject, selectTenant,
+  selectActionCatalog, selectBlocks, selectCeiling, selectConnectedTenants, selectGrants, selectGrantsInTenants, selectObject, selectSubject,
+  selectTenant, type GrantRow,
 } from './queries.js';
 
 export interface Loaders {
@@ -55,26 +56,75 @@ export function createLoaders(deps: { sql: Queryable; cache: AuthzCache; now: ()
 
   function loadGrants(subjectId: string): Promise<SubjectGrants | null> {
     const hit = fresh(cache.grants.get(subjectId));
-    if (hit && !hit.policy.stale) return Promise.resolve(hit);
-    return cache.dedupe(`s:${subjectId}`, async () => {
-      const gen = cache.generation;
-      const [row, grantRows] = await Promise.all([selectSubject(sql, subjectId), selectGrants(sql, subjectId)]);
-      if (!row) return null;
-      const expiresAt = now() + cache.ttlMs;
+    if (hit && hit.reload.size === 0) return Promise.resolve(hit);
+    return cache.dedupe(`s:${subjectId}`, () => (hit ? reloadParts(hit) : loadAllGrants(subjectId)));
+  }
+
+  /**
+   * Compiled parts for grant rows, by part key: a part already compiled is found by its signature, the
+   * others read their blocks, all in one statement. Stored unless an invalidation by id happened since
+   * `idGen` (a part's signature comes from the rows just read, so only a changed block can make it wrong).
+   */
+  async function partsOf(grantRows: readonly GrantRow[], expiresAt: number, idGen: number): Promise<Map<string, CompiledPolicy>> {
+    const parts = new Map<string, CompiledPolicy>();
+    const missing: { key: string; rows: GrantRow[]; signature: string }[] = [];
+    for (const [key, rows] of grantsByPart(grantRows)) {
       // The signature comes from the grants just read, block ids included: a role that gained or lost a
       // block has a new signature at once, whether or not its invalidation has arrived yet.
-      const signature = policySignature(grantRows);
-      let policy = fresh(cache.policies.get(signature));
-      if (!policy) {
-        // Only a policy not compiled yet reads its blocks: subjects sharing a role share its policy.
-        const blocks = await selectBlocks(sql, blockIdsOf(grantRows));
-        policy = compilePolicy(bindingsOf(grantRows, blocks), signature, expiresAt);
-        if (storable(gen)) cache.policies.set(signature, policy);
-      }
-      const grants = compileGrants(compileSubject(row, expiresAt), grantRows, policy, Math.min(expiresAt, policy.expiresAt));
-      if (storable(gen)) cache.grants.set(subjectId, grants);
-      return grants;
-    });
+      const signature = policySignature(rows);
+      const part = fresh(cache.policies.get(signature));
+      if (part) parts.set(key, part);
+      else missing.push({ key, rows, signature });
+    }
+    if (missing.length === 0) return parts;
+    const blocks = await selectBlocks(sql, blockIdsOf(missing.flatMap((m) => m.rows)));
+    for (const m of missing) {
+      const part = compilePolicy(bindingsOf(m.rows, blocks), m.signature, expiresAt);
+      if (cache.idGeneration === idGen && usable()) cache.policies.set(m.signature, part);
+      parts.set(m.key, part);
+    }
+    return parts;
+  }
+
+  async function loadAllGrants(subjectId: string): Promise<SubjectGrants | null> {
+    const gen = cache.generation;
+    const idGen = cache.idGeneration;
+    const [row, grantRows] = await Promise.all([selectSubject(sql, subjectId), selectGrants(sql, subjectId)]);
+    if (!row) return null;
+    const expiresAt = now() + cache.ttlMs;
+    const parts = await partsOf(grantRows, expiresAt, idGen);
+    const grants = compileGrants(compileSubject(row, expiresAt), grantRows, parts, expiresAt);
+    // A part evicted while the others were stored could no longer be reached by an invalidation.
+    if (storable(gen) && ![...parts.values()].some((p) => p.stale)) cache.grants.set(subjectId, grants);
+    return grants;
+  }
+
+  /**
+   * The parts of a cached subject marked for reload (cache.reloadGrants): only their grants and blocks are
+   * read, and they replace the old parts in place. Anything else that changed meanwhile, or a part gone
+   * before it was kept, and the subject is read in full instead.
+   */
+  async function reloadParts(hit: SubjectGrants): Promise<SubjectGrants | null> {
+    const subjectId = hit.subject.id;
+    const idGen = cache.idGeneration;
+    const wanted = [...hit.reload];
+    const rows = await selectGrantsInTenants(sql, subjectId, wanted.map(([tenantId]) => tenantId));
+    const parts = await partsOf(rows, now() + cache.ttlMs, idGen);
+    const intact = cache.idGeneration === idGen && usable() && cache.grants.peek(subjectId) === hit && !hit.stale;
+    if (!intact || [...parts.values()].some((p) => p.stale)) return loadAllGrants(subjectId);
+    const refs = grantRefsOf(rows, new Set());
+    for (const [tenantId, stamp] of wanted) {
+      // Changed again since it was read: it stays marked, and is read again below.
+      if (hit.reload.get(tenantId) !== stamp) continue;
+      hit.reload.delete(tenantId);
+      const part = parts.get(tenantId);
+      setPart(hit, tenantId, part);
+      if (part) refs.add(POLICY_REF + part.signature);
+    }
+    for (const id of refs) hit.refs.add(id);
+    cache.addGrantRefs(subjectId, refs);
+    hit.version++;
+    return hit.reload.size === 0 ? hit : reloadParts(hit);
   }
 
   /** Explain reads the bindings afresh: it reports assignment ids, which shared policies do not keep. */

@@ -62,9 +62,10 @@ export interface SubjectFacts extends Cached {
 }
 
 /**
- * The blocks a set of grants expands to, indexed by action. Shared by every subject whose grants have the
- * same shape (same roles and direct policies, reached the same way): a thousand devices holding one role
- * share one compiled policy instead of a thousand copies of its blocks.
+ * The blocks a set of grants expands to, indexed by action: a subject's grants of one tenant (see
+ * SubjectGrants.parts). Shared by every subject whose grants there have the same shape (same roles and
+ * direct policies, reached the same way): a thousand devices holding one role share one compiled policy
+ * instead of a thousand copies of its blocks.
  */
 export interface CompiledPolicy extends Cached {
   signature: string;
@@ -74,12 +75,36 @@ export interface CompiledPolicy extends Cached {
   allActionsIndex: ActionIndex;
   /** Ids it was built from (roles, blocks, groups, tenants): invalidation matches on these. */
   refs: Set<string>;
+  /**
+   * True when some block can contain an object of any tenant (platform scope, or a group scope, whose
+   * containment names no tenant); otherwise every block contains only objects of one of boundTenants.
+   */
+  unbound: boolean;
+  boundTenants: ReadonlySet<string>;
 }
 
+/**
+ * A subject's grants, in parts: one compiled policy per tenant its assignments and direct policies live in
+ * ('' for platform ones). A decision consults only the parts that can contain its object (those bound to
+ * the object's tenant, and the unbound ones), and a grant change in one tenant reloads that tenant's part
+ * alone: an operator holding the tenant-admin role of every tenant it created pays for one tenant, not all.
+ */
 export interface SubjectGrants extends Cached {
   subject: SubjectFacts;
-  policy: CompiledPolicy;
-  /** Every id this entry was built from (entity, groups, roles, blocks, grants, tenants): invalidation matches on these. */
+  /** Compiled parts by grant tenant. Changed in place by a part reload, which bumps version. */
+  parts: Map<string, CompiledPolicy>;
+  /** The parts to consult for every object. */
+  everywhere: CompiledPolicy[];
+  /** The parts to consult for an object of a tenant (besides everywhere), by the object's tenant. */
+  byTenant: Map<string, CompiledPolicy[]>;
+  /** Bumped by every change of the parts: a memoised decision keeps the version it was computed at. */
+  version: number;
+  /** Grant tenants whose part must be read afresh before the next use, with the stamp of the change. */
+  reload: Map<string, number>;
+  /**
+   * Every id this entry was built from (entity, groups, grants, their tenants, and 'policy:<signature>' of
+   * each part): invalidation matches on these. A part reload only adds to it.
+   */
   refs: Set<string>;
 }
 

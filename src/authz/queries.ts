@@ -58,6 +58,24 @@ export type BindingRow = Omit<GrantRow, 'block_ids'> & Omit<BlockRow, 'id'> & { 
  * subjects share their role's) needs none of them.
  */
 export async function selectGrants(sql: Queryable, entityId: string): Promise<GrantRow[]> {
+  return grantsQuery(sql, entityId, null);
+}
+
+/**
+ * The grants of selectGrants that live in these tenants (assignments and direct policies whose tenant_id
+ * is one of them): a part reload (loaders.ts) reads those alone, each an index lookup by (entity, tenant)
+ * (sql/0350), so it costs what the subject holds there, not everywhere.
+ */
+export async function selectGrantsInTenants(sql: Queryable, entityId: string, tenantIds: string[]): Promise<GrantRow[]> {
+  if (tenantIds.length === 0) return [];
+  return grantsQuery(sql, entityId, tenantIds);
+}
+
+function grantsQuery(sql: Queryable, entityId: string, tenantIds: string[] | null): Promise<GrantRow[]> {
+  // Two statements, each planned for what it reads: the filter sits inside every branch so it is part of
+  // the index lookup, not applied to all the subject's grants after it.
+  const ra = tenantIds === null ? sql`` : sql`and ra.tenant_id = any(${tenantIds}::uuid[])`;
+  const dp = tenantIds === null ? sql`` : sql`and dp.tenant_id = any(${tenantIds}::uuid[])`;
   return sql<GrantRow[]>`
     with pg as (
       select g.id, g.name
@@ -75,19 +93,19 @@ export async function selectGrants(sql: Queryable, entityId: string): Promise<Gr
       from role_assignments ra
       join roles r on r.id = ra.role_id and r.deleted_at is null
       join role_permission_blocks rpb on rpb.role_id = r.id
-      where ra.entity_id = ${entityId}
+      where ra.entity_id = ${entityId} ${ra}
       union all
       select 'role', ra.id, ra.tenant_id, r.id, r.name, r.tenant_id, 'group:' || pg.name, pg.id, rpb.block_id
       from pg
-      join role_assignments ra on ra.group_id = pg.id
+      join role_assignments ra on ra.group_id = pg.id ${ra}
       join roles r on r.id = ra.role_id and r.deleted_at is null
       join role_permission_blocks rpb on rpb.role_id = r.id
       union all
       select 'capability', dp.id, dp.tenant_id, null, null, null, 'direct', null, dp.block_id
-      from direct_policies dp where dp.entity_id = ${entityId}
+      from direct_policies dp where dp.entity_id = ${entityId} ${dp}
       union all
       select 'capability', dp.id, dp.tenant_id, null, null, null, 'group:' || pg.name, pg.id, dp.block_id
-      from pg join direct_policies dp on dp.group_id = pg.id
+      from pg join direct_policies dp on dp.group_id = pg.id ${dp}
     )
     select g.grant_kind, g.grant_id, g.grant_tenant_id, g.role_id, g.role_name, g.role_tenant_id, g.via, g.via_group_id,
            array_agg(g.block_id order by g.block_id) as block_ids

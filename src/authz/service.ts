@@ -87,6 +87,7 @@ export function createAuthz(deps: AuthzDeps): AuthzService {
   const checkAudit = createCheckAudit(audit, config);
 
   function apply(change: Invalidation): void {
+    if (change.kind === 'tenantGrants') return cache.reloadGrants(change.entityIds, change.tenantIds);
     const ids = idsOf(change);
     if (ids === null) {
       cache.clear();

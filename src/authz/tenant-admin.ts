@@ -64,5 +64,7 @@ export async function createTenantAdminRole(
     }));
   }
   const assignmentId = await insertEntityAssignment(tx, { tenantId: input.tenantId, entityId: input.creatorEntityId, roleId, createdBy: input.creatorEntityId });
-  return { roleId, assignmentId, blockIds, invalidation: { kind: 'subjects', entityIds: [input.creatorEntityId] } };
+  // Only the new tenant's part of the creator's grants is new: an operator that created thousands of
+  // tenants does not read all their roles again for the next one.
+  return { roleId, assignmentId, blockIds, invalidation: { kind: 'tenantGrants', entityIds: [input.creatorEntityId], tenantIds: [input.tenantId] } };
 }

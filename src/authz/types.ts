@@ -66,6 +66,12 @@ export type Invalidation =
   | { kind: 'groups'; groupIds: string[] }
   | { kind: 'roles'; roleIds: string[] }
   | { kind: 'blocks'; blockIds: string[] }
+  /**
+   * The grants these subjects hold through assignments and direct policies of these tenants changed (one
+   * was added, removed or replaced; not the roles or blocks themselves): only those tenants' part of their
+   * cached grants is read again, and their connected tenants. A role or block change is 'roles'/'blocks'.
+   */
+  | { kind: 'tenantGrants'; entityIds: string[]; tenantIds: string[] }
   /** Actions or their applicability changed: the catalog and every memoised decision are dropped. */
   | { kind: 'actions' };
 

@@ -91,16 +91,18 @@ export function createTenantsService(deps: TenantsDeps) {
       const platform = { kind: 'tenant' as const, id: null, tenantId: null };
       const may = (await authz.decide(p, 'create', platform)).allowed || (await authz.decide(p, 'manage', platform)).allowed;
       if (!may) throw forbidden();
-      const id = await sql.begin(async (tx) => {
+      const created = await sql.begin(async (tx) => {
         const tenantId = await q.insertTenant(tx, tenant);
         await deps.seedTenant?.(tx, tenantId);
-        await createTenantAdminRole(tx, { tenantId, creatorEntityId: p.entityId }, { audit });
+        const role = await createTenantAdminRole(tx, { tenantId, creatorEntityId: p.entityId }, { audit });
         if (p.entityKind === 'human') await q.insertMembership(tx, tenantId, p.entityId);
-        return tenantId;
+        return { tenantId, invalidation: role.invalidation };
       });
+      const id = created.tenantId;
       record(p, 'tenant.create', id, { name: tenant.name });
-      // The creator's grants changed (the tenant-admin role): drop its cached expansion everywhere.
-      await deps.invalidate({ kind: 'subjects', entityIds: [p.entityId] });
+      // The creator's grants in the new tenant changed (the tenant-admin role): that part of its cached
+      // grants is read again everywhere, and its connected tenants (the membership).
+      await deps.invalidate(created.invalidation);
       await deps.certificates?.created(id, p.entityId);
       return load(id);
     },

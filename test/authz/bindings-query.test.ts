@@ -3,7 +3,7 @@
 // With 20,000 blocks on the platform and 200 held by the subject, PostgreSQL's plans must reach
 // permission_blocks by key only, never by a scan of it or of every block of some tenant.
 import t from 'tap';
-import { selectBlocks, selectGrants } from '../../src/authz/queries.js';
+import { selectBlocks, selectGrants, selectGrantsInTenants } from '../../src/authz/queries.js';
 import type { Queryable } from '../../src/db/client.js';
 import { migratedDatabase } from '../helpers/migrated.js';
 
@@ -18,14 +18,37 @@ function nodesOf(node: PlanNode): PlanNode[] {
   return [node, ...(node.Plans ?? []).flatMap(nodesOf)];
 }
 
-/** The plan of a query function's statement: a tag that sends its text with EXPLAIN in front. */
+interface Fragment {
+  fragment: { strings: TemplateStringsArray; values: unknown[] };
+}
+
+/** A statement's text with its fragments written in place and its values numbered in `params`. */
+function textOf(strings: TemplateStringsArray, values: unknown[], params: unknown[]): string {
+  return strings.reduce((acc, s, i) => {
+    const v = values[i - 1];
+    if (v !== null && typeof v === 'object' && 'fragment' in v) {
+      const f = (v as Fragment).fragment;
+      return `${acc}${textOf(f.strings, f.values, params)}${s}`;
+    }
+    params.push(v);
+    return `${acc}$${params.length}${s}`;
+  });
+}
+
+/**
+ * The plan of a query function's statement: a tag that sends its text with EXPLAIN in front (a tagged
+ * piece with no select of its own is a fragment of the statement, written in place).
+ */
 async function planOf(sql: Awaited<ReturnType<typeof migratedDatabase>>['sql'], run: (q: Queryable) => Promise<unknown>): Promise<PlanNode> {
   let plan: PlanNode | undefined;
-  const explaining = (async (strings: TemplateStringsArray, ...values: unknown[]) => {
-    const text = strings.reduce((acc, s, i) => `${acc}$${i}${s}`);
-    const [row] = await sql.unsafe(`explain (format json) ${text}`, values as never[]);
-    plan = (row!['QUERY PLAN'] as { Plan: PlanNode }[])[0]!.Plan;
-    return [];
+  const explaining = ((strings: TemplateStringsArray, ...values: unknown[]) => {
+    if (!/\bselect\b/.test(strings.join(''))) return { fragment: { strings, values } } satisfies Fragment;
+    const params: unknown[] = [];
+    const text = textOf(strings, values, params);
+    return sql.unsafe(`explain (format json) ${text}`, params as never[]).then(([row]) => {
+      plan = (row!['QUERY PLAN'] as { Plan: PlanNode }[])[0]!.Plan;
+      return [];
+    });
   }) as unknown as Queryable;
   await run(explaining);
   return plan!;
@@ -65,4 +88,32 @@ t.test('grants and blocks are looked up by key however many blocks the platform 
     t.ok(scans.length > 0, `${name}: the plan reads permission_blocks`);
     t.ok(scans.every((s) => s === 'Index Scan permission_blocks_pkey'), `${name}: permission_blocks reached only by key (${scans.join(', ')})`);
   }
+});
+
+t.test("a subject's grants in one tenant are looked up by (entity, tenant), however many tenants it holds grants in", async (t) => {
+  const { sql } = await migratedDatabase(t);
+  // An operator holding a role in each of 2,000 tenants (the tenant-admin roles of tenants it created).
+  const [op] = await sql<{ id: string }[]>`insert into entities (kind, name) values ('human', 'op') returning id`;
+  const tenants = await sql<{ id: string }[]>`insert into tenants (name) select 't' || g from generate_series(1, 2000) g returning id`;
+  await sql`
+    with r as (insert into roles (name, tenant_id) select 'tenant-admin', id from tenants returning id, tenant_id),
+         b as (insert into permission_blocks (tenant_id, scope_mode) select tenant_id, 'tenant' from r returning id, tenant_id),
+         l as (insert into role_permission_blocks (role_id, block_id) select r.id, b.id from r join b using (tenant_id))
+    insert into role_assignments (tenant_id, subject_kind, entity_id, role_id) select tenant_id, 'entity', ${op!.id}, id from r`;
+  await sql`analyze`;
+  const one = tenants[7]!.id;
+  const grants = await selectGrantsInTenants(sql as unknown as Queryable, op!.id, [one]);
+  t.equal(grants.length, 1, 'the grant of that tenant alone');
+  t.equal(grants[0]!.grant_tenant_id, one);
+  t.equal((await selectGrants(sql as unknown as Queryable, op!.id)).length, 2000, 'all of them without the filter');
+
+  const plan = nodesOf(await planOf(sql, (q) => selectGrantsInTenants(q, op!.id, [one])));
+  // A bitmap index scan names its index only; the heap scan above it names the table.
+  const assignments = plan.filter((n) => n['Relation Name'] === 'role_assignments' || n['Index Name']?.startsWith('role_assignments'));
+  const shown = assignments.map((n) => `${n['Node Type']} ${n['Index Name'] ?? ''}`).join(', ');
+  t.notOk(assignments.some((n) => n['Node Type'] === 'Seq Scan'), `no scan of role_assignments (${shown})`);
+  const indexes = assignments.flatMap((n) => n['Index Name'] ?? []);
+  // By (entity, tenant) or by tenant for the entity's own; by group for its principal groups' (none here).
+  t.ok(indexes.length > 0 && indexes.every((i) => ['role_assignments__entity_tenant', 'role_assignments__tenant', 'role_assignments__group'].includes(i)),
+    `role_assignments reached by the tenant, not by every assignment of the subject (${shown})`);
 });

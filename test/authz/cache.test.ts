@@ -90,6 +90,8 @@ t.test('memoised decisions, invalidation by id, races and reconnects', async (t)
   let delayMs = 0;
   const slowSql = ((strings: TemplateStringsArray, ...values: unknown[]) => {
     const query = (sql as unknown as (s: TemplateStringsArray, ...v: unknown[]) => Promise<unknown>)(strings, ...values);
+    // A fragment (no select of its own) is written into its statement: resolving it would run it alone.
+    if (!/\bselect\b/.test(strings.join(''))) return query;
     return new Promise((r) => setTimeout(r, delayMs)).then(() => query);
   }) as unknown as Sql;
   const engine = createEngine({ sql: slowSql, cache });
@@ -130,10 +132,12 @@ t.test('an entry evicted for room can no longer be invalidated, so what was buil
 t.test('invalidation finds entries by what they were built from, through replacements and evictions', async (t) => {
   const cache = createAuthzCache({ subjects: 2, objects: 10, decisions: 10, maxBytes: 1 << 24, ttlMs: 60_000 });
   const policy = (signature: string, refs: string[]) => ({ stale: false, expiresAt: Infinity, signature, blocks: [], byAction: new Map(),
-    allActionsIndex: { exact: new Map(), scan: [] }, refs: new Set(refs) });
-  const grants = (subject: string, p: ReturnType<typeof policy>, refs: string[]) => ({ stale: false, expiresAt: Infinity, policy: p,
+    allActionsIndex: { exact: new Map(), scan: [] }, refs: new Set(refs), unbound: true, boundTenants: new Set<string>() });
+  // A subject holding one platform part: its refs name the part's signature (compile.ts compileGrants).
+  const grants = (subject: string, p: ReturnType<typeof policy>, refs: string[]) => ({ stale: false, expiresAt: Infinity,
+    parts: new Map([['', p]]), everywhere: [p], byTenant: new Map(), version: 0, reload: new Map<string, number>(),
     subject: { stale: false, expiresAt: Infinity, id: subject, name: subject, kind: 'device', tenantId: null, status: 'active', view: {} },
-    refs: new Set([subject, ...refs]) });
+    refs: new Set([subject, ...refs, `policy:${p.signature}`]) });
   const shared = policy('sig-1', ['role-1', 'block-1']);
   const first = grants('s1', shared, ['assignment-1']);
   cache.policies.set('sig-1', shared);
