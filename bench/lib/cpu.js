@@ -59,6 +59,39 @@ function readSleeps(pid) {
   return total;
 }
 
+/**
+ * CPU ticks and voluntary context switches of a process's threads, summed by thread name (Node names its
+ * threads: the main thread, V8's platform workers that run GC tasks, the libuv pool, worker_threads), so
+ * a row can show which thread burns and which one is woken per request.
+ * @param {number} pid
+ * @returns {Record<string, {ticks: number, sleeps: number}>}
+ */
+function readThreads(pid) {
+  /** @type {Record<string, {ticks: number, sleeps: number}>} */
+  const out = {};
+  let tasks;
+  try {
+    tasks = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return out; // exited
+  }
+  for (const tid of tasks) {
+    try {
+      const text = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      const close = text.lastIndexOf(')');
+      const name = tid === String(pid) ? 'main' : text.slice(text.indexOf('(') + 1, close);
+      const fields = text.slice(close + 2).split(' ');
+      const m = /^voluntary_ctxt_switches:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/task/${tid}/status`, 'utf8'));
+      const entry = (out[name] ??= { ticks: 0, sleeps: 0 });
+      entry.ticks += Number(fields[11]) + Number(fields[12]);
+      entry.sleeps += m ? Number(m[1]) : 0;
+    } catch {
+      // the thread ended between readdir and read
+    }
+  }
+  return out;
+}
+
 function readAllStats() {
   const stats = [];
   for (const name of readdirSync('/proc')) {
@@ -70,7 +103,7 @@ function readAllStats() {
 }
 
 /**
- * @typedef {{wallNs: bigint, ticks: Record<string, number>, sleeps: Record<string, number>, pids: Record<string, number[]>, machineBusyTicks: number, databaseTicks?: Map<number, number>}} CpuSnapshot
+ * @typedef {{wallNs: bigint, ticks: Record<string, number>, sleeps: Record<string, number>, pids: Record<string, number[]>, machineBusyTicks: number, databaseTicks?: Map<number, number>, threads?: Record<string, Record<string, {ticks: number, sleeps: number}>>}} CpuSnapshot
  */
 
 /**
@@ -106,10 +139,11 @@ function readMachineBusyTicks() {
  * @param {Record<string, number>} roots group name -> root pid
  * With postgresBackendsOf instead, group "postgres" is only the backends connected to that database (on a
  * machine shared with other databases' work, the one figure that is this server's own), counted per backend.
- * @param {{includePostgres?: boolean, postgresDatabase?: string, postgresBackendsOf?: string}} [opts]
+ * With threads, the root processes' own threads by name as well (see readThreads; children not included).
+ * @param {{includePostgres?: boolean, postgresDatabase?: string, postgresBackendsOf?: string, threads?: boolean}} [opts]
  * @returns {CpuSnapshot}
  */
-export function takeCpuSnapshot(roots, { includePostgres = true, postgresDatabase, postgresBackendsOf } = {}) {
+export function takeCpuSnapshot(roots, { includePostgres = true, postgresDatabase, postgresBackendsOf, threads = false } = {}) {
   const stats = readAllStats();
   const machineBusyTicks = readMachineBusyTicks();
   const wallNs = process.hrtime.bigint();
@@ -133,11 +167,12 @@ export function takeCpuSnapshot(roots, { includePostgres = true, postgresDatabas
     ticks[group] = tree.reduce((sum, pid) => sum + (byPid.get(pid)?.ticks ?? 0), 0);
     sleeps[group] = tree.reduce((sum, pid) => sum + readSleeps(pid), 0);
   }
+  const byThread = threads ? Object.fromEntries(Object.entries(roots).map(([group, root]) => [group, readThreads(root)])) : undefined;
   if (includePostgres && postgresBackendsOf) {
     const pg = stats.filter((s) => s.comm === 'postgres' && servesDatabase(s.pid, postgresBackendsOf));
     pids.postgres = pg.map((s) => s.pid);
     ticks.postgres = 0;
-    return { wallNs, ticks, sleeps, pids, machineBusyTicks, databaseTicks: new Map(pg.map((s) => [s.pid, s.ticks])) };
+    return { wallNs, ticks, sleeps, pids, machineBusyTicks, databaseTicks: new Map(pg.map((s) => [s.pid, s.ticks])), threads: byThread };
   }
   if (includePostgres) {
     const pg = stats.filter((s) => s.comm === 'postgres');
@@ -145,7 +180,7 @@ export function takeCpuSnapshot(roots, { includePostgres = true, postgresDatabas
     ticks.postgres = pg.reduce((sum, s) => sum + s.ticks, 0);
     if (postgresDatabase) ticks.postgresOwn = pg.filter((s) => servesOrWritesFor(s.pid, postgresDatabase)).reduce((sum, s) => sum + s.ticks, 0);
   }
-  return { wallNs, ticks, sleeps, pids, machineBusyTicks };
+  return { wallNs, ticks, sleeps, pids, machineBusyTicks, threads: byThread };
 }
 
 const SHARED_WRITERS = /^postgres: (?:\S+: )?(walwriter|checkpointer|background writer)/;
@@ -197,10 +232,19 @@ export function diffCpuSnapshots(before, after) {
   /** @type {Record<string, number>} */
   const sleeps = {};
   for (const group of Object.keys(after.sleeps)) sleeps[group] = (after.sleeps[group] ?? 0) - (before.sleeps[group] ?? 0);
+  /** @type {Record<string, Record<string, {cpuSeconds: number, sleeps: number}>>} */
+  const threads = {};
+  for (const [group, names] of Object.entries(after.threads ?? {})) {
+    threads[group] = {};
+    for (const [name, t] of Object.entries(names)) {
+      const was = before.threads?.[group]?.[name];
+      threads[group][name] = { cpuSeconds: (t.ticks - (was?.ticks ?? 0)) / CLOCK_TICKS, sleeps: t.sleeps - (was?.sleeps ?? 0) };
+    }
+  }
   const measured = Object.values(cpuSeconds).reduce((a, b) => a + b, 0);
   // CPU used by anything else (another test suite, a build): a large value means a contended run.
   const otherCpuSeconds = Math.max(0, (after.machineBusyTicks - before.machineBusyTicks) / CLOCK_TICKS - measured);
-  return { wallSeconds: Number(after.wallNs - before.wallNs) / 1e9, cpuSeconds, sleeps, otherCpuSeconds };
+  return { wallSeconds: Number(after.wallNs - before.wallNs) / 1e9, cpuSeconds, sleeps, threads, otherCpuSeconds };
 }
 
 /**

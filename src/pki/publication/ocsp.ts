@@ -25,6 +25,8 @@ const MAX_STATUSES = 200_000;
 const UNKNOWN: CertStatus = Object.freeze({ status: 'unknown' });
 /** Request bodies longer than this are answered but not used as cache keys. */
 const MAX_KEYED_BODY = 1024;
+/** id-pkix-ocsp-nonce as an encoded OID (RFC 8954): the bytes every nonce request carries. */
+const NONCE_EXTENSION_OID = Buffer.from('06092b0601050507300102', 'hex');
 
 export interface OcspAnswer {
   der: Buffer;
@@ -139,7 +141,9 @@ export function createOcsp(deps: {
      * template match, one signature and a template fill), a promise otherwise.
      */
     answer(issuerId: string, body: Buffer): OcspAnswer | Promise<OcspAnswer> {
-      const keyed = body.length > 0 && body.length <= MAX_KEYED_BODY;
+      // A request with a nonce is never answered from the cache: no key is built for it (a string of the
+      // whole body, hashed on lookup). A body that only looks like one is answered correctly, unkept.
+      const keyed = body.length > 0 && body.length <= MAX_KEYED_BODY && body.indexOf(NONCE_EXTENSION_OID) < 0;
       const cacheKey = keyed ? `${issuerId}|${body.toString('latin1')}` : '';
       let hit: CachedAnswer | undefined;
       if (keyed) {

@@ -24,62 +24,101 @@ function errorOf(err: AppError): HttpReply {
   return { status: err.status, headers, body: JSON.stringify(httpErrorBody(err)) };
 }
 
-function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on('data', (c: Buffer) => {
-      size += c.length;
-      if (size > limit) {
-        reject(payloadTooLarge(limit));
-        req.destroy();
-        return;
-      }
-      chunks.push(c);
-    });
-    req.on('end', () => resolve(Buffer.concat(chunks, size)));
-    req.on('error', reject);
+/**
+ * Reads the whole body up to `limit` bytes, then calls `done` from the 'end' event (no promise: a
+ * synchronous answer is written in the same turn); past the limit, `tooLarge` once and the rest is ignored.
+ */
+function readBody(req: IncomingMessage, limit: number, done: (body: Buffer) => void, tooLarge: () => void): void {
+  let first: Buffer | undefined;
+  let chunks: Buffer[] | undefined;
+  let size = 0;
+  let refused = false;
+  req.on('data', (c: Buffer) => {
+    if (refused) return;
+    size += c.length;
+    if (size > limit) {
+      refused = true;
+      tooLarge();
+      return;
+    }
+    if (first === undefined) first = c;
+    else (chunks ??= [first]).push(c);
   });
+  req.on('end', () => {
+    if (!refused) done(chunks ? Buffer.concat(chunks, size) : (first ?? Buffer.alloc(0)));
+  });
+}
+
+const EMPTY = Buffer.alloc(0);
+
+/** The reply body as bytes, without copying bytes already in a Buffer or Uint8Array. */
+function bodyBytes(body: HttpReply['body']): Buffer {
+  if (body === undefined) return EMPTY;
+  if (typeof body === 'string') return Buffer.from(body);
+  if (Buffer.isBuffer(body)) return body;
+  const bytes = body as Uint8Array;
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }
 
 export function createPublicationListener(deps: { handlers: PublicationHandlers; limiter: RateLimiter; log: Logger }): PublicationListener {
   const { handlers: h, limiter, log } = deps;
 
-  async function route(req: IncomingMessage): Promise<HttpReply> {
-    const path = (req.url ?? '/').split('?')[0] as string;
-    const method = req.method ?? 'GET';
-    const get = method === 'GET' || method === 'HEAD';
-    const notAllowed = (allow: string): HttpReply => ({ status: 405, headers: { 'content-type': 'application/json', allow }, body: JSON.stringify({ error: `method not allowed: ${method}; allowed: ${allow}` }) });
-    if (path === '/certs/trust-bundle.pem') return get ? h.trustBundle() : notAllowed('GET, HEAD');
-    const m = ISSUER_ROUTE.exec(path);
-    if (!m) return { status: 404, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ error: `no route for ${method} ${path}` }) };
-    const issuerId = m[1] as string;
-    if (m[2] === 'ocsp') {
-      if (m[3]) return get ? h.ocspGet(issuerId, path) : notAllowed('GET, HEAD');
-      return method === 'POST' ? h.ocspPost(issuerId, await readBody(req, OCSP_BODY_LIMIT)) : notAllowed('POST');
-    }
-    if (m[3] || !get) return m[3] ? { status: 404, headers: { 'content-type': 'application/json' }, body: '{"error":"not found"}' } : notAllowed('GET, HEAD');
-    return m[2] === 'crl' ? h.crl(issuerId) : h.issuerCertificate(issuerId);
-  }
+  const replyOf = (err: unknown): HttpReply => {
+    const e = toAppError(err);
+    if (e.kind === 'INTERNAL') log.error('publication request failed', { err });
+    return errorOf(e);
+  };
 
-  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    let reply: HttpReply;
-    try {
-      const wait = limiter.hit('public_routes', req.socket.remoteAddress ?? '', req.headers as Record<string, string>);
-      reply = wait > 0 ? errorOf(rateLimited(wait)) : await route(req);
-    } catch (err) {
-      const e = toAppError(err);
-      if (e.kind === 'INTERNAL') log.error('publication request failed', { err });
-      reply = errorOf(e);
-    }
+  function send(req: IncomingMessage, res: ServerResponse, reply: HttpReply): void {
     if (res.destroyed) return;
-    const body = reply.body === undefined ? Buffer.alloc(0) : Buffer.from(reply.body as string | Uint8Array);
+    const body = bodyBytes(reply.body);
     res.writeHead(reply.status, { ...reply.headers, 'content-length': String(body.length) });
     res.end(req.method === 'HEAD' ? undefined : body);
   }
 
+  /** Sends a reply now, or when its promise settles (an OCSP answer that needs the database or a worker). */
+  function answer(req: IncomingMessage, res: ServerResponse, reply: () => HttpReply | Promise<HttpReply>): void {
+    let out: HttpReply | Promise<HttpReply>;
+    try {
+      out = reply();
+    } catch (err) {
+      out = replyOf(err);
+    }
+    if (out instanceof Promise) out.then((r) => send(req, res, r), (err: unknown) => send(req, res, replyOf(err)));
+    else send(req, res, out);
+  }
+
+  function handle(req: IncomingMessage, res: ServerResponse): void {
+    const wait = limiter.hit('public_routes', req.socket.remoteAddress ?? '', req.headers as Record<string, string>);
+    if (wait > 0) return send(req, res, errorOf(rateLimited(wait)));
+    const path = (req.url ?? '/').split('?')[0] as string;
+    const method = req.method ?? 'GET';
+    const get = method === 'GET' || method === 'HEAD';
+    const notAllowed = (allow: string): HttpReply => ({ status: 405, headers: { 'content-type': 'application/json', allow }, body: JSON.stringify({ error: `method not allowed: ${method}; allowed: ${allow}` }) });
+    if (path === '/certs/trust-bundle.pem') return answer(req, res, () => (get ? h.trustBundle() : notAllowed('GET, HEAD')));
+    const m = ISSUER_ROUTE.exec(path);
+    if (!m) return send(req, res, { status: 404, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ error: `no route for ${method} ${path}` }) });
+    const issuerId = m[1] as string;
+    if (m[2] === 'ocsp' && !m[3] && method === 'POST') {
+      return readBody(req, OCSP_BODY_LIMIT, (body) => answer(req, res, () => h.ocspPost(issuerId, body)), () => {
+        // 413, then the connection closes once it is written: the unread rest is never taken as a request.
+        res.shouldKeepAlive = false;
+        send(req, res, errorOf(payloadTooLarge(OCSP_BODY_LIMIT)));
+      });
+    }
+    answer(req, res, () => {
+      if (m[2] === 'ocsp') return m[3] ? (get ? h.ocspGet(issuerId, path) : notAllowed('GET, HEAD')) : notAllowed('POST');
+      if (m[3] || !get) return m[3] ? { status: 404, headers: { 'content-type': 'application/json' }, body: '{"error":"not found"}' } : notAllowed('GET, HEAD');
+      return m[2] === 'crl' ? h.crl(issuerId) : h.issuerCertificate(issuerId);
+    });
+  }
+
   const server: Server = createServer({ headersTimeout: 10_000, requestTimeout: 30_000, keepAliveTimeout: 5_000 }, (req, res) => {
-    void handle(req, res);
+    try {
+      handle(req, res);
+    } catch (err) {
+      send(req, res, replyOf(err));
+    }
   });
   // A malformed request line or headers: 400 and close, as node:http would, without logging noise.
   server.on('clientError', (_err, socket) => {
