@@ -18,7 +18,10 @@ export interface RateLimiter {
   addressKey(ip: string): string;
   /** Counts one request; returns the seconds to wait when over the limit, else 0. */
   hit(category: string, ip: string, headers: Record<string, string>): number;
-  /** Wraps a handler: 429 {"error":"rate limit exceeded"} + Retry-After when over the limit. */
+  /**
+   * Wraps a handler: 429 {"error":"rate limit exceeded"} + Retry-After when over the limit. A category
+   * that is not limited (limits off, or no policy) gets the handler itself: no wrapper, no address read.
+   */
   wrap(category: string, handler: HttpHandler): HttpHandler;
 }
 
@@ -93,6 +96,9 @@ function inCidr(ip: string, cidr: Cidr): boolean {
 export function createRateLimiter(config: RateLimitConfig): RateLimiter {
   const proxies = config.trustedProxyCidrs.map(parseCidr).filter((c): c is Cidr => c !== null);
   const buckets = new Map<string, { count: number; resetAt: number }>();
+  // Peer address as uWS gives it → its bucket address: parsed once per peer, not once per request.
+  // Bounded like the buckets (emptied when full), so a flood from many addresses cannot grow it.
+  const peerKeys = new Map<string, string>();
   let lastSweep = 0;
 
   const trusted = (ip: string) => proxies.some((c) => inCidr(ip, c));
@@ -109,6 +115,17 @@ export function createRateLimiter(config: RateLimitConfig): RateLimiter {
         buckets.delete(k);
       }
     }
+  }
+
+  /** The bucket address of a peer that forwards nobody (without X-Forwarded-For, clientIp is the peer). */
+  function peerKey(ip: string): string {
+    let key = peerKeys.get(ip);
+    if (key === undefined) {
+      if (peerKeys.size >= MAX_BUCKETS) peerKeys.clear();
+      key = limiter.addressKey(ip);
+      peerKeys.set(ip, key);
+    }
+    return key;
   }
 
   const limiter: RateLimiter = {
@@ -135,7 +152,7 @@ export function createRateLimiter(config: RateLimitConfig): RateLimiter {
       if (!policy) return 0;
       const now = Date.now();
       sweep(now);
-      const key = `${category}|${limiter.addressKey(limiter.clientIp(ip, headers))}`;
+      const key = `${category}|${headers['x-forwarded-for'] ? limiter.addressKey(limiter.clientIp(ip, headers)) : peerKey(ip)}`;
       let bucket = buckets.get(key);
       if (!bucket || bucket.resetAt <= now) {
         bucket = { count: 0, resetAt: now + policy.windowSecs * 1000 };
@@ -145,6 +162,7 @@ export function createRateLimiter(config: RateLimitConfig): RateLimiter {
       return bucket.count > policy.max ? Math.max(1, Math.ceil((bucket.resetAt - now) / 1000)) : 0;
     },
     wrap(category, handler) {
+      if (!config.enabled || !config.policies[category]) return handler;
       return (req: HttpRequest): HttpReply | Promise<HttpReply> => {
         const wait = limiter.hit(category, req.ip, req.headers);
         return wait > 0 ? errorReply(rateLimited(wait)) : handler(req);

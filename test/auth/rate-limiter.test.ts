@@ -38,3 +38,27 @@ t.test('X-Forwarded-For is honoured only from trusted proxies', async (t) => {
   t.equal(l.clientIp('10.1.2.3', { 'x-forwarded-for': 'garbage' }), '10.1.2.3');
   t.equal(l.clientIp('10.1.2.3', {}), '10.1.2.3');
 });
+
+t.test('a category that is not limited gets its handler unwrapped; a limited one still answers 429', async (t) => {
+  const handler = () => ({ status: 200 });
+  t.equal(limiter({ enabled: false }).wrap('auth_routes', handler), handler, 'limits off: no wrapper, no address read');
+  t.equal(limiter().wrap('graphql', handler), handler, 'no policy for the category: no wrapper');
+  const wrapped = limiter().wrap('auth_routes', handler);
+  t.not(wrapped, handler);
+  const req = { ip: '0000:0000:0000:0000:0000:ffff:c000:0207', headers: {} } as never;
+  t.equal((await wrapped(req)).status, 200);
+  t.equal((await wrapped(req)).status, 200);
+  t.equal((await wrapped(req)).status, 429, 'the third request of the window is refused');
+});
+
+t.test('a peer\'s bucket address is remembered, and agrees with the one X-Forwarded-For paths compute', async (t) => {
+  const l = limiter({ trustedProxyCidrs: ['10.0.0.0/8'] });
+  // Through a trusted proxy and directly from the same client: one bucket.
+  t.equal(l.hit('auth_routes', '10.0.0.1', { 'x-forwarded-for': '::ffff:192.0.2.7' }), 0);
+  t.equal(l.hit('auth_routes', '192.0.2.7', {}), 0);
+  t.ok(l.hit('auth_routes', '0000:0000:0000:0000:0000:ffff:c000:0207', {}) > 0, 'the uWS long form of the same address, third hit');
+  // IPv6 peers aggregate by prefix when the address comes from the memo too.
+  t.equal(l.hit('auth_routes', '2001:db8:1:2::1', {}), 0);
+  t.equal(l.hit('auth_routes', '2001:db8:1:2::1', {}), 0);
+  t.ok(l.hit('auth_routes', '2001:db8:1:2::2', {}) > 0, 'the /64 still shares one bucket');
+});
