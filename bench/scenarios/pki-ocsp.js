@@ -262,12 +262,12 @@ export default {
       const main = by.close;
       const openssl = by.openssl;
       const floor = by.floor;
-      if (!main || !openssl || !floor) return { requests: 0, wallSeconds: 1, p50Us: 0, p99Us: 0, maxUs: 0, errors: 0, serverCpuSeconds: 0, rows, ratios, processAlone, verdicts, spread, rounds };
+      if (!main || !openssl || !floor) return { requests: 0, wallSeconds: 1, p50Us: 0, p99Us: 0, maxUs: 0, errors: 0, serverCpuSeconds: 0, rows, ratios, processAlone, verdicts, spread, ocspRounds: rounds };
       const goal = Math.min(3 * openssl.perCpuSecond, floor.perCpuSecond);
       console.error(`bench: pki-ocsp: service ${Math.round(main.perCpuSecond)}/CPU-s vs openssl ${Math.round(openssl.perCpuSecond)}/CPU-s = ${(main.perCpuSecond / openssl.perCpuSecond).toFixed(2)}x; floor ${Math.round(floor.perCpuSecond)}/CPU-s; target min(3x openssl, floor) = ${Math.round(goal)}: ${main.perCpuSecond >= goal ? 'met' : 'missed'}`);
       return {
         requests: main.requests, wallSeconds: main.wallSeconds, p50Us: main.p50Us, p99Us: main.p99Us, maxUs: main.maxUs, errors: main.errors,
-        serverCpuSeconds: main.serverCpuSeconds, rows, ratios, processAlone, verdicts, spread, rounds, ratioToOpenssl: main.perCpuSecond / openssl.perCpuSecond, ratioToFloor: main.perCpuSecond / floor.perCpuSecond,
+        serverCpuSeconds: main.serverCpuSeconds, rows, ratios, processAlone, verdicts, spread, ocspRounds: rounds, ratioToOpenssl: main.perCpuSecond / openssl.perCpuSecond, ratioToFloor: main.perCpuSecond / floor.perCpuSecond,
         targetPerCpuSecond: goal, met: main.perCpuSecond >= goal,
       };
     } finally {
