@@ -47,6 +47,13 @@ const children = (node: asn1js.AsnType): asn1js.AsnType[] => {
   return Array.isArray(v) ? v : [];
 };
 const SEQUENCE = 16;
+/**
+ * Whether a constructed element's declared length is exactly its children's encodings. asn1js reads an
+ * element that overruns its parent (an OID of 9 octets in a SEQUENCE of 9) without an error, and pkijs then
+ * re-encodes what it read, so the CertID echoed in the answer would differ from the one asked about.
+ */
+const filled = (node: asn1js.AsnType): boolean =>
+  node.lenBlock.length === children(node).reduce((n, child) => n + child.valueBeforeDecodeView.byteLength, 0);
 
 /** One CertID (RFC 6960 4.1.1), or null when it is not one. */
 function readCertId(node: asn1js.AsnType | undefined): CertRequest | null {
@@ -55,7 +62,7 @@ function readCertId(node: asn1js.AsnType | undefined): CertRequest | null {
   if (extra || !is(alg, UNIVERSAL, SEQUENCE) || !(nameHash instanceof asn1js.OctetString) || !(keyHash instanceof asn1js.OctetString)
     || !(serialNumber instanceof asn1js.Integer)) return null;
   const oid = children(alg)[0];
-  if (!(oid instanceof asn1js.ObjectIdentifier)) return null;
+  if (!(oid instanceof asn1js.ObjectIdentifier) || !filled(alg) || !filled(node)) return null;
   const serialBytes = bufferOf(serialNumber.valueBlock.valueHexView);
   let serial: string | null = null;
   // A negative or overlong serial was never issued here (ours are 16 positive octets).
