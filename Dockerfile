@@ -6,8 +6,10 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY package.json package-lock.json ./
-# patch-package applies them after install (postinstall): see patches/README.md.
+# patch-package applies them after install (postinstall): see patches/README.md. The install script builds
+# the ECDSA signer in workers/native against Node's headers.
 COPY patches ./patches
+COPY workers/native ./workers/native
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
@@ -26,6 +28,7 @@ ENV NODE_ENV=production \
 COPY --from=build --chown=svc:svc /app/package.json ./
 COPY --from=build --chown=svc:svc /app/node_modules ./node_modules
 COPY --from=build --chown=svc:svc /app/dist ./dist
+COPY --from=build --chown=svc:svc /app/workers/native/build/Release/ecdsa_signer.node ./workers/native/build/Release/ecdsa_signer.node
 COPY --chown=svc:svc sql ./sql
 # GraphQL SDL is read from the source tree at start.
 COPY --chown=svc:svc src ./src

@@ -5,6 +5,7 @@
 import { createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes, sign, type KeyObject } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { seal, unseal } from '../src/auth/secrets.js';
+import { ecdsaSigner } from './ecdsa-signer.js';
 import { ALGORITHMS, algorithmOfKey, isKeyAlgorithm } from '../src/pki/keys/algorithms.js';
 import type { CaKeysWorkerData, ItemResult, KeyFailure, KeyTaskOutput } from '../src/pki/keys/tasks.js';
 import type { KeyAlgorithm, StoredKeyRef } from '../src/pki/keys/types.js';
@@ -19,6 +20,8 @@ const keyAad = (algorithm: string) => `pki-ca-key:${algorithm}`;
 // altered reference is unwrapped (and refused) rather than served from memory.
 interface Unwrapped {
   key: KeyObject;
+  /** The key's signature over some data, made once per key (ECDSA through the native signer). */
+  sign: (data: Uint8Array) => Buffer;
   algorithm: KeyAlgorithm;
   encryptedKey: string;
   kekId: string;
@@ -44,9 +47,10 @@ function sealKey(config: CaKeysWorkerData, kek: Buffer, key: KeyObject, algorith
     wrappedDataKey: seal(kek, dataKey, dataKeyAad(config.kekId, algorithm)).toString('base64'),
     encryptedKey: seal(dataKey, pkcs8, keyAad(algorithm)).toString('base64'),
   };
+  const signWith = signerOf(key, pkcs8, algorithm);
   pkcs8.fill(0);
   dataKey.fill(0);
-  unwrapped.set(ref.wrappedDataKey, { key, algorithm, encryptedKey: ref.encryptedKey, kekId: ref.kekId });
+  unwrapped.set(ref.wrappedDataKey, { key, sign: signWith, algorithm, encryptedKey: ref.encryptedKey, kekId: ref.kekId });
   const spki = createPublicKey(key).export({ type: 'spki', format: 'der' });
   return { ok: true, spki, ref };
 }
@@ -98,15 +102,24 @@ function unwrap(config: CaKeysWorkerData | undefined, ref: EncryptedRef): Unwrap
     return fail('UNWRAP_FAILED', `the key does not decrypt under key-encryption key '${ref.kekId}' (a different key under the same id, or altered key material)`);
   }
   const key = createPrivateKey({ key: pkcs8, format: 'der', type: 'pkcs8' });
+  const found = algorithmOfKey(key);
+  const signWith = 'problem' in found || found.algorithm !== ref.algorithm ? null : signerOf(key, pkcs8, found.algorithm);
   pkcs8.fill(0);
   dataKey.fill(0);
-  const found = algorithmOfKey(key);
-  if ('problem' in found || found.algorithm !== ref.algorithm) {
-    return fail('INVALID_KEY', `the stored key is not the ${ref.algorithm} key its reference names`);
-  }
-  const entry = { key, algorithm: ref.algorithm, encryptedKey: ref.encryptedKey, kekId: ref.kekId };
+  if (!signWith) return fail('INVALID_KEY', `the stored key is not the ${ref.algorithm} key its reference names`);
+  const entry = { key, sign: signWith, algorithm: ref.algorithm, encryptedKey: ref.encryptedKey, kekId: ref.kekId };
   unwrapped.set(ref.wrappedDataKey, entry);
   return entry;
+}
+
+/**
+ * How a key signs, decided once: ECDSA through the native signer (DER ECDSA-Sig-Value over the hash, as
+ * X.509 wants); RSA PKCS#1 v1.5 and Ed25519 (raw, no hash) through crypto.sign.
+ */
+function signerOf(key: KeyObject, pkcs8: Uint8Array, algorithm: KeyAlgorithm): (data: Uint8Array) => Buffer {
+  const spec = ALGORITHMS[algorithm];
+  if (spec.family === 'ec') return ecdsaSigner(key, pkcs8, spec.hash);
+  return (data) => sign(spec.hash, data, key);
 }
 
 /** Signs each item with its key; a key that cannot be unwrapped fails only its own items. */
@@ -116,8 +129,12 @@ export function signEncrypted(config: CaKeysWorkerData | undefined, keys: Encryp
     const entry = opened[k];
     if (!entry) return fail('INVALID_KEY', `item names key ${k}, which the task does not carry`);
     if ('ok' in entry) return entry;
-    const spec = ALGORITHMS[entry.algorithm];
-    // ECDSA: sign() hashes and answers DER ECDSA-Sig-Value, as X.509 wants; RSA: PKCS#1 v1.5; Ed25519: raw.
-    return { ok: true, sig: sign(spec.hash, data, entry.key) };
+    return { ok: true, sig: entry.sign(data) };
   });
+}
+
+/** One signature with one key, on the calling thread (the main thread's OCSP answers): no arrays, no copies. */
+export function signOneEncrypted(config: CaKeysWorkerData | undefined, ref: EncryptedRef, data: Uint8Array): Buffer | KeyFailure {
+  const entry = unwrap(config, ref);
+  return 'ok' in entry ? entry : entry.sign(data);
 }

@@ -4,7 +4,8 @@
 // uWebSockets.js does not.
 import crypto from 'node:crypto';
 import http from 'node:http';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { spawnServer } from './spawn-server.js';
 import { repoRoot } from './paths.js';
 import { listenAndAnnounce, nativeUws } from './uws-server.js';
@@ -15,7 +16,8 @@ const selfPath = fileURLToPath(import.meta.url);
  * Start the bare server as a child process; its port is reported as listener "http", like the service's.
  * `replyBytes`: read each request's body, then answer 200 with a body of this size (a responder's floor).
  * `nodeHttp`: serve with node:http (HTTP/1.0 and 1.1) rather than uWebSockets.js; needs replyBytes.
- * `sign`: also sign 300 bytes with a P-256 key per request (node:crypto), as every nonce answer must.
+ * `sign`: also sign 300 bytes with a P-256 key per request, with the service's signer (the native one
+ * when built), as every nonce answer must.
  * @param {{replyBytes?: number, nodeHttp?: boolean, sign?: boolean}} [opts]
  * @returns {Promise<import('./spawn-server.js').SpawnedServer>}
  */
@@ -28,8 +30,16 @@ export function startBareServer({ replyBytes, nodeHttp = false, sign = false } =
   return spawnServer({ args: [selfPath], env, cwd: repoRoot, name: 'bare-server', startTimeoutMs: 10_000, ipc: true });
 }
 
-const signingKey = process.env.BARE_SIGN ? crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey : null;
 const toBeSigned = Buffer.alloc(300, 0x31);
+/** With BARE_SIGN, the service's own ECDSA signer (dist/workers/ecdsa-signer.js) over a fresh P-256 key. */
+const signOnce = process.env.BARE_SIGN ? await p256Signer() : null;
+
+async function p256Signer() {
+  const { ecdsaSigner } = await import(pathToFileURL(join(repoRoot, 'dist', 'workers', 'ecdsa-signer.js')).href);
+  const key = crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey;
+  const pkcs8 = key.export({ type: 'pkcs8', format: 'der' });
+  return /** @type {(data: Uint8Array) => Buffer} */ (ecdsaSigner(key, pkcs8, 'sha256'));
+}
 
 /** Reads the whole body (as any POST handler must), then answers `reply` in one corked write. */
 function replyAfterBody(/** @type {any} */ res, /** @type {Buffer} */ reply) {
@@ -37,7 +47,7 @@ function replyAfterBody(/** @type {any} */ res, /** @type {Buffer} */ reply) {
   res.onAborted(() => { aborted = true; });
   res.onData((/** @type {ArrayBuffer} */ _chunk, /** @type {boolean} */ last) => {
     if (!last || aborted) return;
-    if (signingKey) crypto.sign('sha256', toBeSigned, signingKey);
+    if (signOnce) signOnce(toBeSigned);
     res.cork(() => res.writeStatus('200 OK').writeHeader('content-type', 'application/octet-stream').end(reply));
   });
 }

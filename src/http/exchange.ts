@@ -78,10 +78,13 @@ function statusLine(status: number): Buffer {
 }
 const REQUEST_ID_HEADER = Buffer.from('x-request-id');
 const encodedHeaderSets = new WeakMap<object, Buffer[]>();
-/** A frozen header set (a module constant) as name, value, name, value... bytes. */
-function encodedHeaders(headers: Readonly<Record<string, string>>): Buffer[] {
+/**
+ * A frozen header set (a module constant) as name, value, name, value... bytes; undefined for a set
+ * made per reply. The map is asked first: Object.isFrozen walks the properties, a lookup does not.
+ */
+function encodedHeaders(headers: Readonly<Record<string, string>>): Buffer[] | undefined {
   let encoded = encodedHeaderSets.get(headers);
-  if (encoded === undefined) {
+  if (encoded === undefined && Object.isFrozen(headers)) {
     encoded = Object.entries(headers).flatMap(([name, value]) => [Buffer.from(name), Buffer.from(value)]);
     encodedHeaderSets.set(headers, encoded);
   }
@@ -97,8 +100,8 @@ export function writeHead(ex: Exchange, reply: HttpReply): void {
   res.writeHeader(REQUEST_ID_HEADER, ex.requestId);
   const headers = reply.headers;
   if (headers === undefined) return;
-  if (Object.isFrozen(headers)) {
-    const encoded = encodedHeaders(headers);
+  const encoded = encodedHeaders(headers);
+  if (encoded !== undefined) {
     for (let i = 0; i < encoded.length; i += 2) res.writeHeader(encoded[i] as Buffer, encoded[i + 1] as Buffer);
   } else {
     for (const key in headers) res.writeHeader(key, headers[key] as string);

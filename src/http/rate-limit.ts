@@ -18,6 +18,8 @@ export interface RateLimiter {
   addressKey(ip: string): string;
   /** Counts one request; returns the seconds to wait when over the limit, else 0. */
   hit(category: string, ip: string, headers: Record<string, string>): number;
+  /** Whether requests of `category` are limited at all (limits on and a policy for it): fixed for the process. */
+  limits(category: string): boolean;
   /**
    * Wraps a handler: 429 {"error":"rate limit exceeded"} + Retry-After when over the limit. A category
    * that is not limited (limits off, or no policy) gets the handler itself: no wrapper, no address read.
@@ -161,8 +163,11 @@ export function createRateLimiter(config: RateLimitConfig): RateLimiter {
       bucket.count++;
       return bucket.count > policy.max ? Math.max(1, Math.ceil((bucket.resetAt - now) / 1000)) : 0;
     },
+    limits(category) {
+      return config.enabled && config.policies[category] !== undefined;
+    },
     wrap(category, handler) {
-      if (!config.enabled || !config.policies[category]) return handler;
+      if (!limiter.limits(category)) return handler;
       return (req: HttpRequest): HttpReply | Promise<HttpReply> => {
         const wait = limiter.hit(category, req.ip, req.headers);
         return wait > 0 ? errorReply(rateLimited(wait)) : handler(req);

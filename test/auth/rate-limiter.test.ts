@@ -42,6 +42,7 @@ t.test('X-Forwarded-For is honoured only from trusted proxies', async (t) => {
 t.test('a category that is not limited gets its handler unwrapped; a limited one still answers 429', async (t) => {
   const handler = () => ({ status: 200 });
   t.equal(limiter({ enabled: false }).wrap('auth_routes', handler), handler, 'limits off: no wrapper, no address read');
+  t.same([limiter().limits('auth_routes'), limiter().limits('graphql'), limiter({ enabled: false }).limits('auth_routes')], [true, false, false], 'limits() says which');
   t.equal(limiter().wrap('graphql', handler), handler, 'no policy for the category: no wrapper');
   const wrapped = limiter().wrap('auth_routes', handler);
   t.not(wrapped, handler);

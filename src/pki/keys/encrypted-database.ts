@@ -6,7 +6,7 @@ import type { WorkerPool } from '../../worker-pool.js';
 import { isKeyAlgorithm } from './algorithms.js';
 import { asBuffer, keyError } from './failures.js';
 import { createGatherer } from './gatherer.js';
-import { signEncrypted } from '../../../workers/ca-keys-encrypted.js';
+import { signOneEncrypted } from '../../../workers/ca-keys-encrypted.js';
 import type { CaKeysWorkerData, GenerateTaskInput, KeyTaskOutput, SignTaskInput, SignTaskOutput } from './tasks.js';
 import type { GeneratedKey, KeyAlgorithm, StoredKeyRef } from './types.js';
 
@@ -89,10 +89,10 @@ export function createEncryptedDatabaseKeys(options: { workers: WorkerPool; kekC
     signInProcess(ref, data) {
       if (!kekConfigured || ref.kekId !== kekId) return null;
       // The worker's own code on this thread: the key unwrapped once and kept in this thread's memory.
-      const [result] = signEncrypted(inProcess, [ref], [{ k: 0, data }]);
-      if (!result?.ok) return null;
+      const signature = signOneEncrypted(inProcess, ref, data);
+      if (!Buffer.isBuffer(signature)) return null;
       signedInProcess++;
-      return asBuffer(result.sig);
+      return signature;
     },
     check,
     describe() {

@@ -142,13 +142,25 @@ export function responseTemplate(tbs: Buffer, signatureAlgorithm: Buffer, signat
 // ---- The request template: SEQ { SEQ { SEQ { SEQ { CertID } } [, [2] { SEQ { nonce Extension } }] } } ----
 
 /** CertID hash algorithm OIDs (content octets) the template knows; any other goes to the asn1js reader. */
-const HASH_OIDS = new Map<string, string>([
-  ['2b0e03021a', 'sha1'],
-  ['608648016503040201', 'sha256'],
-  ['608648016503040202', 'sha384'],
-  ['608648016503040203', 'sha512'],
-]);
+const HASH_OIDS: readonly (readonly [Buffer, string])[] = [
+  [Buffer.from('2b0e03021a', 'hex'), 'sha1'],
+  [Buffer.from('608648016503040201', 'hex'), 'sha256'],
+  [Buffer.from('608648016503040202', 'hex'), 'sha384'],
+  [Buffer.from('608648016503040203', 'hex'), 'sha512'],
+];
 const NONCE_OID = Buffer.from('06092b0601050507300102', 'hex');
+
+/** Whether `b` holds exactly `expected` from `start` to `end` (a few octets: a loop, no view or native call). */
+function holds(b: Buffer, start: number, end: number, expected: Buffer): boolean {
+  if (end - start !== expected.length) return false;
+  for (let i = 0; i < expected.length; i++) if (b[start + i] !== expected[i]) return false;
+  return true;
+}
+
+function hashNamed(b: Buffer, start: number, end: number): string | undefined {
+  for (const [oid, name] of HASH_OIDS) if (holds(b, start, end, oid)) return name;
+  return undefined;
+}
 
 /** A TLV with tag `tag` at `off` in a DER (minimal, definite, at most two length octets) encoding that ends by `limit`. */
 function tlvAt(b: Buffer, off: number, tag: number, limit: number): { start: number; end: number } | null {
@@ -194,7 +206,7 @@ export function matchRequestTemplate(b: Buffer): ParsedRequest | null {
     const seq = tlvAt(b, exts.start, 0x30, exts.end);
     if (!seq || seq.end !== exts.end) return null;
     const ext = tlvAt(b, seq.start, 0x30, seq.end);
-    if (!ext || ext.end !== seq.end || !b.subarray(ext.start, ext.start + NONCE_OID.length).equals(NONCE_OID)) return null;
+    if (!ext || ext.end !== seq.end || !holds(b, ext.start, Math.min(ext.start + NONCE_OID.length, ext.end), NONCE_OID)) return null;
     const value = tlvAt(b, ext.start + NONCE_OID.length, 0x04, ext.end);
     if (!value || value.end !== ext.end) return null;
     nonce = b.subarray(seq.start, seq.end);
@@ -212,7 +224,7 @@ function matchCertId(b: Buffer, off: number, end: number): CertRequest | null {
   if (!oid) return null;
   // Parameters: absent or NULL.
   if (oid.end !== alg.end && !(oid.end + 2 === alg.end && b[oid.end] === 0x05 && b[oid.end + 1] === 0)) return null;
-  const hash = HASH_OIDS.get(b.toString('hex', oid.start, oid.end));
+  const hash = hashNamed(b, oid.start, oid.end);
   if (!hash) return null;
   const nameHash = tlvAt(b, alg.end, 0x04, end);
   if (!nameHash) return null;
@@ -220,10 +232,14 @@ function matchCertId(b: Buffer, off: number, end: number): CertRequest | null {
   if (!keyHash) return null;
   const serialNumber = tlvAt(b, keyHash.end, 0x02, end);
   if (!serialNumber || serialNumber.end !== end || serialNumber.end === serialNumber.start) return null;
-  const serialBytes = b.subarray(serialNumber.start, serialNumber.end);
   let serial: string | null = null;
-  // A negative or overlong serial was never issued here (ours are 16 positive octets).
-  if (serialBytes.length <= 33 && !((serialBytes[0] as number) & 0x80)) serial = serialBytes.toString('hex').replace(/^(00)+(?=.)/, '');
+  // A negative or overlong serial was never issued here (ours are 16 positive octets). Leading zero
+  // octets go, all but the last (the asn1js reader's /^(00)+(?=.)/ on the hex, without the string pass).
+  if (serialNumber.end - serialNumber.start <= 33 && !((b[serialNumber.start] as number) & 0x80)) {
+    let first = serialNumber.start;
+    while (first < serialNumber.end - 1 && b[first] === 0) first++;
+    serial = b.toString('hex', first, serialNumber.end);
+  }
   return {
     certIdDer: b.subarray(off, end),
     hash,

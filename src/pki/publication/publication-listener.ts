@@ -88,10 +88,18 @@ export function createPublicationListener(deps: { handlers: PublicationHandlers;
     else send(req, res, out);
   }
 
+  // Read once: with no limit on these routes, a request costs no address lookup (a getpeername call) and no
+  // headers object.
+  const limited = limiter.limits('public_routes');
+
   function handle(req: IncomingMessage, res: ServerResponse): void {
-    const wait = limiter.hit('public_routes', req.socket.remoteAddress ?? '', req.headers as Record<string, string>);
-    if (wait > 0) return send(req, res, errorOf(rateLimited(wait)));
-    const path = (req.url ?? '/').split('?')[0] as string;
+    if (limited) {
+      const wait = limiter.hit('public_routes', req.socket.remoteAddress ?? '', req.headers as Record<string, string>);
+      if (wait > 0) return send(req, res, errorOf(rateLimited(wait)));
+    }
+    const url = req.url ?? '/';
+    const query = url.indexOf('?');
+    const path = query < 0 ? url : url.slice(0, query);
     const method = req.method ?? 'GET';
     const get = method === 'GET' || method === 'HEAD';
     const notAllowed = (allow: string): HttpReply => ({ status: 405, headers: { 'content-type': 'application/json', allow }, body: JSON.stringify({ error: `method not allowed: ${method}; allowed: ${allow}` }) });

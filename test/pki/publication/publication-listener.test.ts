@@ -64,7 +64,8 @@ t.test('publication listener', async (t) => {
     ocspPost: (issuerId: string, body: Buffer) => ocspPost(issuerId, body),
     ocspGet: () => ({ status: 200, headers: OCSP, body: Buffer.from('get') }),
   } as unknown as PublicationHandlers;
-  const limiter = { hit: () => wait } as unknown as RateLimiter;
+  let hits = 0;
+  const limiter = { hit: () => (hits++, wait), limits: (category: string) => category === 'public_routes' } as unknown as RateLimiter;
   const logged: string[] = [];
   const listener = createPublicationListener({ handlers, limiter, log: createLogger('error', (line) => void logged.push(line)) });
   const port = await listener.listen('127.0.0.1', 0);
@@ -157,5 +158,24 @@ t.test('publication listener', async (t) => {
     t.equal(a.status, 429);
     t.equal(a.headers['retry-after'], '7');
     t.equal(seen.length, before);
+    t.ok(hits > 0, 'every request was counted');
   });
+});
+
+t.test('with no limit on public_routes the limiter is never asked (no address lookup per request)', async (t) => {
+  const handlers = {
+    ocspPost: (_id: string, body: Buffer) => ({ status: 200, headers: OCSP, body }),
+  } as unknown as PublicationHandlers;
+  const limiter = {
+    limits: () => false,
+    hit: () => {
+      throw new Error('hit() called for an unlimited category');
+    },
+  } as unknown as RateLimiter;
+  const listener = createPublicationListener({ handlers, limiter, log: createLogger('error', () => undefined) });
+  const port = await listener.listen('127.0.0.1', 0);
+  t.teardown(() => listener.close());
+  const a = await exchange(port, post(`/certs/issuers/${ISSUER}/ocsp`, Buffer.from('3003020101', 'hex')));
+  t.equal(a.status, 200);
+  t.same(a.body, Buffer.from('3003020101', 'hex'));
 });
