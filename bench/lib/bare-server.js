@@ -1,7 +1,7 @@
 // Owns the baseline: a bare uWebSockets.js handler in its own process answering 202 with an empty body
 // (or, given replyBytes, reading the request body and answering 200 with that many bytes). With nodeHttp,
 // the same responder on node:http instead: the floor of a listener that must speak HTTP/1.0, which
-// uWebSockets.js does not.
+// uWebSockets.js does not; with rawNet, on node:net without any HTTP parser (the floor under node:http).
 import crypto from 'node:crypto';
 import http from 'node:http';
 import { join } from 'node:path';
@@ -16,13 +16,15 @@ const selfPath = fileURLToPath(import.meta.url);
  * Start the bare server as a child process; its port is reported as listener "http", like the service's.
  * `replyBytes`: read each request's body, then answer 200 with a body of this size (a responder's floor).
  * `nodeHttp`: serve with node:http (HTTP/1.0 and 1.1) rather than uWebSockets.js; needs replyBytes.
+ * `rawNet`: serve with node:net and no HTTP parser (serveBareNet); needs replyBytes.
  * `sign`: also sign 300 bytes with a P-256 key per request, with the service's signer (the native one
  * when built), as every nonce answer must.
- * @param {{replyBytes?: number, nodeHttp?: boolean, sign?: boolean}} [opts]
+ * @param {{replyBytes?: number, nodeHttp?: boolean, sign?: boolean, rawNet?: boolean}} [opts]
  * @returns {Promise<import('./spawn-server.js').SpawnedServer>}
  */
-export function startBareServer({ replyBytes, nodeHttp = false, sign = false } = {}) {
+export function startBareServer({ replyBytes, nodeHttp = false, sign = false, rawNet = false } = {}) {
   const env = {
+    ...(rawNet ? { BARE_NET: '1' } : {}),
     ...(replyBytes ? { BARE_REPLY_BYTES: String(replyBytes) } : {}),
     ...(nodeHttp ? { BARE_NODE_HTTP: '1' } : {}),
     ...(sign ? { BARE_SIGN: '1' } : {}),
@@ -88,4 +90,35 @@ async function serveBareNodeHttp() {
   process.on('SIGTERM', () => process.exit(0));
 }
 
-if (process.argv[1] === selfPath) await (process.env.BARE_NODE_HTTP ? serveBareNodeHttp() : serveBare());
+/**
+ * node:net with no HTTP parser at all: the request read up to its Content-Length (headers found by a scan),
+ * the same bytes answered, the connection ended. What a listener speaking HTTP/1.0 costs at the least on
+ * Node's sockets: the floor under node:http.
+ */
+async function serveBareNet() {
+  const net = await import('node:net');
+  const reply = Buffer.alloc(Number(process.env.BARE_REPLY_BYTES ?? 0), 0x30);
+  const head = Buffer.from(`HTTP/1.0 200 OK\r\ncontent-type: application/ocsp-response\r\ncontent-length: ${reply.length}\r\nconnection: close\r\n\r\n`);
+  const out = Buffer.concat([head, reply]);
+  const server = net.createServer((socket) => {
+    /** @type {Buffer | null} */
+    let buf = null;
+    socket.on('data', (/** @type {Buffer} */ chunk) => {
+      buf = buf ? Buffer.concat([buf, chunk]) : chunk;
+      const end = buf.indexOf('\r\n\r\n');
+      if (end < 0) return;
+      const m = /content-length:\s*(\d+)/i.exec(buf.toString('latin1', 0, end));
+      if (buf.length < end + 4 + (m ? Number(m[1]) : 0)) return;
+      socket.end(out);
+    });
+    socket.on('error', () => undefined);
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(undefined)));
+  const { port } = /** @type {import('node:net').AddressInfo} */ (server.address());
+  console.log(JSON.stringify({ level: 'info', msg: 'listening', listener: 'http', host: '127.0.0.1', port }));
+  console.log(JSON.stringify({ level: 'info', msg: 'ready' }));
+  process.on('disconnect', () => process.exit(0));
+  process.on('SIGTERM', () => process.exit(0));
+}
+
+if (process.argv[1] === selfPath) await (process.env.BARE_NET ? serveBareNet() : process.env.BARE_NODE_HTTP ? serveBareNodeHttp() : serveBare());

@@ -7,6 +7,7 @@ import { isKeyAlgorithm } from './algorithms.js';
 import { asBuffer, keyError } from './failures.js';
 import { createGatherer } from './gatherer.js';
 import { signOneEncrypted } from '../../../workers/ca-keys-encrypted.js';
+import { ecdsaSignerStatus } from '../../../workers/ecdsa-signer.js';
 import type { CaKeysWorkerData, GenerateTaskInput, KeyTaskOutput, SignTaskInput, SignTaskOutput } from './tasks.js';
 import type { GeneratedKey, KeyAlgorithm, StoredKeyRef } from './types.js';
 
@@ -97,7 +98,10 @@ export function createEncryptedDatabaseKeys(options: { workers: WorkerPool; kekC
     check,
     describe() {
       const s = gatherer.stats;
-      return { configured: kekConfigured, kek_id: kekId, sign_tasks: s.tasks, signatures: s.items, waiting: s.waiting, signed_in_process: signedInProcess };
+      return {
+        configured: kekConfigured, kek_id: kekId, ecdsa_signer: ecdsaSignerStatus().native ? 'native' : 'node:crypto',
+        sign_tasks: s.tasks, signatures: s.items, waiting: s.waiting, signed_in_process: signedInProcess,
+      };
     },
     close: () => gatherer.close(),
   };

@@ -93,7 +93,8 @@ t.test('concurrent signs share worker tasks', async (t) => {
   const data = Array.from({ length: n }, (_, i) => Buffer.from(`item ${i}`));
   const sigs = await Promise.all(data.map((d, i) => caKeys.sign(i % 2 ? b.ref : a.ref, d)));
   const tasks = workers.stats.completed - before;
-  const d = caKeys.describe().encrypted_database as { sign_tasks: number; signatures: number };
+  const d = caKeys.describe().encrypted_database as { sign_tasks: number; signatures: number; ecdsa_signer: string };
+  t.equal(d.ecdsa_signer, 'native', 'ECDSA keys sign through the native signer (npm ci built it)');
   t.ok(tasks <= n / 8, `${n} signatures took ${tasks} worker tasks`);
   t.ok(d.sign_tasks <= n / 8 && d.signatures >= n, `gatherer: ${d.signatures} signatures in ${d.sign_tasks} tasks`);
   const pubA = createPublicKey({ key: a.spki, format: 'der', type: 'spki' });
