@@ -72,6 +72,20 @@ async function serveBare() {
   });
 }
 
+/**
+ * Binds a node:http or node:net server on 127.0.0.1 port 0 and announces it as the service does (its
+ * `listening` and `ready` lines); exits when the bench goes away or stops it.
+ * @param {import('node:net').Server} server
+ */
+async function listenAndAnnounceNode(server) {
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(undefined)));
+  const { port } = /** @type {import('node:net').AddressInfo} */ (server.address());
+  console.log(JSON.stringify({ level: 'info', msg: 'listening', listener: 'http', host: '127.0.0.1', port }));
+  console.log(JSON.stringify({ level: 'info', msg: 'ready' }));
+  process.on('disconnect', () => process.exit(0));
+  process.on('SIGTERM', () => process.exit(0));
+}
+
 /** node:http reading the whole body, then answering 200 with `BARE_REPLY_BYTES` bytes. */
 async function serveBareNodeHttp() {
   const reply = Buffer.alloc(Number(process.env.BARE_REPLY_BYTES ?? 0), 0x30);
@@ -82,12 +96,7 @@ async function serveBareNodeHttp() {
       res.end(reply);
     });
   });
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(undefined)));
-  const { port } = /** @type {import('node:net').AddressInfo} */ (server.address());
-  console.log(JSON.stringify({ level: 'info', msg: 'listening', listener: 'http', host: '127.0.0.1', port }));
-  console.log(JSON.stringify({ level: 'info', msg: 'ready' }));
-  process.on('disconnect', () => process.exit(0));
-  process.on('SIGTERM', () => process.exit(0));
+  await listenAndAnnounceNode(server);
 }
 
 /**
@@ -113,12 +122,7 @@ async function serveBareNet() {
     });
     socket.on('error', () => undefined);
   });
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(undefined)));
-  const { port } = /** @type {import('node:net').AddressInfo} */ (server.address());
-  console.log(JSON.stringify({ level: 'info', msg: 'listening', listener: 'http', host: '127.0.0.1', port }));
-  console.log(JSON.stringify({ level: 'info', msg: 'ready' }));
-  process.on('disconnect', () => process.exit(0));
-  process.on('SIGTERM', () => process.exit(0));
+  await listenAndAnnounceNode(server);
 }
 
 if (process.argv[1] === selfPath) await (process.env.BARE_NET ? serveBareNet() : process.env.BARE_NODE_HTTP ? serveBareNodeHttp() : serveBare());
