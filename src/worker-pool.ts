@@ -18,13 +18,15 @@ export interface WorkerPool {
   close(): Promise<void>;
 }
 
+/** The file piscina loads in every thread: CommonJS, it loads the tasks with import() (why: in it). */
+export const WORKER_ENTRY = path.join(workersDir, 'entry.cjs');
+
 const MODULE_HOOK_FLAGS = new Set(['--import', '--require', '-r', '--loader', '--experimental-loader']);
 
 /**
  * The process's execArgv without module hooks (--import, --require, --loader): worker threads inherit
- * execArgv, but they run compiled code and need no hooks. A test runner's hooks (tap's ts-node) in a fresh
- * thread race Node 20's require(esm) against import() of the same module into a fatal abort of the whole
- * process ("v8::Module::IsGraphAsync must be used on an instantiated module").
+ * execArgv, but they run compiled code and need no hooks; a test runner's (tap's TypeScript loader) only
+ * slows every thread's start.
  */
 export function withoutModuleHooks(execArgv: readonly string[]): string[] {
   const kept: string[] = [];
@@ -44,7 +46,7 @@ export function withoutModuleHooks(execArgv: readonly string[]): string[] {
  */
 export function createWorkerPool(options: { threads: number; maxQueue: number; workerData?: unknown; keepThreads?: boolean }): WorkerPool {
   const pool = new Piscina({
-    filename: path.join(workersDir, 'index.js'),
+    filename: WORKER_ENTRY,
     minThreads: options.keepThreads ? options.threads : 1,
     maxThreads: options.threads,
     maxQueue: options.maxQueue,
@@ -55,7 +57,7 @@ export function createWorkerPool(options: { threads: number; maxQueue: number; w
   return {
     async run<T>(task: string, input: unknown, options: { signal?: AbortSignal } = {}): Promise<T> {
       try {
-        return (await pool.run(input, { name: task, signal: options.signal ?? null })) as T;
+        return (await pool.run({ task, input }, { signal: options.signal ?? null })) as T;
       } catch (err) {
         if (err instanceof Error && err.message === 'Task queue is at limit') {
           throw rateLimited(1, 'worker queue is full, retry shortly');

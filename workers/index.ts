@@ -1,4 +1,4 @@
-// Piscina task entry: every export is a task. Tasks do pure CPU work on plain data and return
+// The worker tasks: every export is a task, run by name through entry.cts (why it is separate: there). Tasks do pure CPU work on plain data and return
 // `{ ok: true, ... }` or `{ ok: false, code, message }`: thrown errors lose their class and code crossing threads.
 import { threadId } from 'node:worker_threads';
 

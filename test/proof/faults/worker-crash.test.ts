@@ -26,7 +26,7 @@ Piscina.prototype.run = function run(this: Pool, task: any, options?: any) {
   // ever). That is a different fault from a crash mid-signature, and not this test's.
   const allReady = this.threads.length > 0 && this.idleThreads === this.threads.length;
   const running = originalRun.call(this, task, options);
-  if (options?.name === 'caKeysSign') {
+  if (task?.task === 'caKeysSign') { // the pool's message: { task, input }
     signingPool = this;
     if (armed && allReady) {
       armed = false;
