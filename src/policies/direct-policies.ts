@@ -14,7 +14,7 @@ import { objectKind, objectType } from './block-spec.js';
 import * as q from './direct-policy-queries.js';
 import { createModelGate, POLICY_READ } from './gate.js';
 import { lockPrincipalGroup } from './subject-queries.js';
-import { lookupSubject, reachOf, requireSubjectInTenant, SUBJECT_KINDS } from './subjects.js';
+import { lookupSubject, reachOf, reachOfRemoved, requireSubjectInTenant, SUBJECT_KINDS } from './subjects.js';
 
 export interface DirectPolicyDeps {
   sql: Sql;
@@ -89,7 +89,7 @@ export function createDirectPolicyService(deps: DirectPolicyDeps) {
         return { id, guard };
       });
       authz.recordOverrides(guard, { actor: p, tenantId, operation, targetKind: 'policy', targetId: id, requestId });
-      await deps.invalidate(await reachOf(sql, subject));
+      await deps.invalidate(await reachOf(sql, subject, tenantId));
       return load(id);
     },
 
@@ -111,10 +111,7 @@ export function createDirectPolicyService(deps: DirectPolicyDeps) {
       if (!removed) throw notFound('direct policy');
       // Blocks naming this policy went with it, and the grants compiled from them with them.
       if (removed.targetingBlockIds.length > 0) await deps.invalidate({ kind: 'blocks', blockIds: removed.targetingBlockIds });
-      // Cached grants built through this policy name its subject (an entity, or the group on the member's path).
-      await deps.invalidate(row.subject_kind === 'entity'
-        ? { kind: 'subjects', entityIds: [row.subject_id] }
-        : { kind: 'groups', groupIds: [row.subject_id] });
+      await deps.invalidate(reachOfRemoved({ kind: row.subject_kind, id: row.subject_id }, row.tenant_id));
       return true;
     },
   };

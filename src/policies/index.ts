@@ -14,7 +14,7 @@ export { policiesGraphqlModule, type PolicyServices } from './resolvers.js';
 export { ANY_READ, createModelGate, POLICY_READ, ROLE_READ, type ModelGate } from './gate.js';
 export { blockJson, type BlockRow } from './block-queries.js';
 export { toBlock, listOf } from './mapping.js';
-export { loadSubject, lookupSubject, reachOf, requireSubjectInTenant, SUBJECT_KINDS, MEMBER_INVALIDATION_CAP, type SubjectKind } from './subjects.js';
+export { loadSubject, lookupSubject, reachOf, reachOfRemoved, requireSubjectInTenant, SUBJECT_KINDS, MEMBER_INVALIDATION_CAP, type SubjectKind } from './subjects.js';
 export { lockPrincipalGroup, lockPrincipalGroups, memberIds, type SubjectRow } from './subject-queries.js';
 
 export function createPolicyServices(deps: {

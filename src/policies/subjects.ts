@@ -59,12 +59,22 @@ export function requireSubjectInTenant(subject: SubjectRow, tenantId: string | n
 }
 
 /**
- * The cached decisions a new grant to this subject may change. A group that held nothing left no trace in
- * its members' cached grants, so the members are named; a very large group drops everything.
+ * The cached decisions a new grant to this subject in `tenantId` may change. A grant in a tenant changes
+ * that tenant's part of its holders' grants alone (SubjectGrants.parts, keyed by the grant's tenant): only
+ * that part is read again (tenantGrants), however many other tenants they hold grants in. A platform grant
+ * (tenantId null) drops the holders' grants. A group that held nothing left no trace in its members' cached
+ * grants, so the members are named; a very large group drops everything.
  */
-export async function reachOf(sql: Queryable, subject: { kind: SubjectKind; id: string }): Promise<Invalidation> {
-  if (subject.kind === 'entity') return { kind: 'subjects', entityIds: [subject.id] };
-  const members = await memberIds(sql, [subject.id], MEMBER_INVALIDATION_CAP);
-  if (members.length > MEMBER_INVALIDATION_CAP) return { kind: 'all' };
-  return { kind: 'subjects', entityIds: [subject.id, ...members] };
+export async function reachOf(sql: Queryable, subject: { kind: SubjectKind; id: string }, tenantId: string | null): Promise<Invalidation> {
+  const holders = subject.kind === 'entity' ? [subject.id] : await memberIds(sql, [subject.id], MEMBER_INVALIDATION_CAP);
+  if (holders.length > MEMBER_INVALIDATION_CAP) return { kind: 'all' };
+  if (tenantId !== null) return { kind: 'tenantGrants', entityIds: holders, tenantIds: [tenantId] };
+  return { kind: 'subjects', entityIds: subject.kind === 'entity' ? holders : [subject.id, ...holders] };
+}
+
+/** The cached decisions a removed grant of this subject in `tenantId` may change (see reachOf). */
+export function reachOfRemoved(subject: { kind: SubjectKind; id: string }, tenantId: string | null): Invalidation {
+  // A group's grants are named in its members' cached grants (the group is on their path): they go with it.
+  if (subject.kind === 'group') return { kind: 'groups', groupIds: [subject.id] };
+  return tenantId !== null ? { kind: 'tenantGrants', entityIds: [subject.id], tenantIds: [tenantId] } : { kind: 'subjects', entityIds: [subject.id] };
 }

@@ -6,7 +6,7 @@ import type { AuthzService, Invalidation } from '../authz/index.js';
 import type { Sql } from '../db/client.js';
 import { pageOf, type ListResult } from '../db/paging.js';
 import { invalidInput, notFound } from '../errors.js';
-import { createModelGate, lookupSubject, POLICY_READ, reachOf, ROLE_READ, SUBJECT_KINDS } from '../policies/index.js';
+import { createModelGate, lookupSubject, POLICY_READ, reachOf, reachOfRemoved, ROLE_READ, SUBJECT_KINDS } from '../policies/index.js';
 import * as v from '../validate.js';
 import { assignRole } from './assign.js';
 import * as q from './assignment-queries.js';
@@ -82,7 +82,7 @@ export function createAssignmentService(deps: AssignmentDeps) {
           event: operation, outcome: 'allow', actorEntityId: p.entityId, tenantId, targetKind: 'policy', targetId: assigned.id, requestId,
           details: { subject_kind: subject.kind, subject_id: subject.id, role_id: role.id, role_name: role.name, overrides: assigned.guard.overrides.length },
         });
-        await deps.invalidate(await reachOf(sql, subject));
+        await deps.invalidate(await reachOf(sql, subject, tenantId));
       }
       return load(assigned.id);
     },
@@ -101,10 +101,7 @@ export function createAssignmentService(deps: AssignmentDeps) {
           ...(deleted.targetingBlockIds.length > 0 ? { deleted_targeting_block_ids: deleted.targetingBlockIds } : {}),
         },
       });
-      // Cached grants built through it name its subject: the entity, or the group on each member's path.
-      await deps.invalidate(row.subject_kind === 'entity'
-        ? { kind: 'subjects', entityIds: [row.subject_id] }
-        : { kind: 'groups', groupIds: [row.subject_id] });
+      await deps.invalidate(reachOfRemoved({ kind: row.subject_kind, id: row.subject_id }, row.tenant_id));
       return true;
     },
   };

@@ -8,6 +8,7 @@ import { createAuthzCache } from '../../src/authz/cache.js';
 import { createAuthz, createTenantAdminRole } from '../../src/authz/index.js';
 import type { AuthorizeRequest, ObjectRef } from '../../src/authz/types.js';
 import { createGenericPlanPool, type Sql } from '../../src/db/client.js';
+import { reachOf, reachOfRemoved } from '../../src/policies/index.js';
 import { testLogger } from '../helpers/service.js';
 import { waitUntil } from '../helpers/wait.js';
 import { SETTINGS, startEngine } from './helpers/engine.js';
@@ -194,4 +195,77 @@ t.test('a part that leaves the cache for room takes the subjects holding it alon
   t.same([...again.reload.keys()], ['t1', 't2']);
   t.equal(again.version, 1);
   t.notOk(again.stale, 'the entry itself stays: only the marked parts are read again');
+});
+
+// Role assignments and direct policies made in a tenant (roles/assignments.ts, policies/direct-policies.ts)
+// invalidate through reachOf and reachOfRemoved: a grant in one tenant reloads its holders' part of that
+// tenant alone, whether they hold it themselves or through a principal group.
+t.test("a grant added or removed in one tenant reads that tenant's part alone, for the entity or through its group", async (t) => {
+  const { a, b, sql, reads, createTenant, channelIn, ask, op, ids } = await start(t);
+  const member = ids.stranger as string;
+  const allowedOn = async (authz: typeof a, r: AuthorizeRequest) => (await authz.authorize(r)).allowed;
+  const assign = async (tenantId: string, roleId: string, subject: { kind: 'entity' | 'group'; id: string }) => {
+    const [row] = await sql<{ id: string }[]>`
+      insert into role_assignments (tenant_id, subject_kind, entity_id, group_id, role_id)
+      values (${tenantId}, ${subject.kind}, ${subject.kind === 'entity' ? subject.id : null}, ${subject.kind === 'group' ? subject.id : null}, ${roleId})
+      returning id`;
+    await a.invalidate(await reachOf(sql, subject, tenantId));
+    return (row as { id: string }).id;
+  };
+  const made = [];
+  const channels: string[] = [];
+  const after: Record<number, Reads> = {};
+  for (let k = 1; k <= 20; k++) {
+    const tenant = await createTenant(op);
+    made.push(tenant);
+    channels.push(await channelIn(tenant.tenantId));
+    await assign(tenant.tenantId, tenant.roleId, { kind: 'entity', id: member });
+    Object.assign(reads, { statements: 0, grantRows: 0, blockRows: 0 });
+    t.ok(await allowedOn(a, ask(member, 'read', { kind: 'resource', id: channels[k - 1] as string })), `reads in tenant ${k} once assigned there`);
+    if (k === 2 || k === 20) after[k] = { ...reads };
+  }
+  t.equal(after[2]?.grantRows, 1, "one grant row after the second assignment: the new tenant's");
+  t.same(after[20], after[2], 'and the same reads after the twentieth');
+  const read = (i: number) => ask(member, 'read', { kind: 'resource', id: channels[i] as string });
+  for (const authz of [a, b]) t.ok(await allowedOn(authz, read(7)), 'cached on both instances');
+
+  // Removed in tenant 7: denied there at once on A, soon on B, by reading that tenant's (now empty) part.
+  const [removed] = await sql<{ id: string }[]>`
+    delete from role_assignments where entity_id = ${member} and tenant_id = ${made[7]!.tenantId} returning id`;
+  t.ok(removed);
+  Object.assign(reads, { statements: 0, grantRows: 0, blockRows: 0 });
+  await a.invalidate(reachOfRemoved({ kind: 'entity', id: member }, made[7]!.tenantId));
+  t.notOk(await allowedOn(a, read(7)), 'A: removed at once');
+  t.equal(reads.grantRows, 0, 'no grant row read: the tenant part is empty now, the other 19 stay');
+  await waitUntil(async () => !(await allowedOn(b, read(7))), 5000, 'B denying after the removal');
+  for (const authz of [a, b]) t.ok(await allowedOn(authz, read(8)), 'tenant 8 still allowed');
+
+  // Through a principal group of tenant 9: a deny role assigned to the group reaches its member's part of
+  // tenant 9 alone, on both instances; removing it (a 'groups' invalidation) lifts it again.
+  const tenant9 = made[9]!.tenantId;
+  const [group] = await sql<{ id: string }[]>`
+    insert into groups (name, tenant_id, group_type, status) values ('readers', ${tenant9}, 'principal', 'active') returning id`;
+  await sql`insert into principal_group_members (group_id, entity_id) values (${group!.id}, ${member})`;
+  await a.invalidate({ kind: 'subjects', entityIds: [member] });
+  const [deny] = await sql<{ id: string }[]>`insert into permission_blocks (tenant_id, scope_mode, effect) values (${tenant9}, 'tenant', 'deny') returning id`;
+  await sql`insert into permission_block_actions (block_id, action_id) select ${deny!.id}, id from actions where name = 'read'`;
+  const [denyRole] = await sql<{ id: string }[]>`insert into roles (tenant_id, name) values (${tenant9}, 'no-reading') returning id`;
+  await sql`insert into role_permission_blocks (role_id, block_id) values (${denyRole!.id}, ${deny!.id})`;
+  for (const authz of [a, b]) t.ok(await allowedOn(authz, read(9)), 'allowed before the group is denied');
+  Object.assign(reads, { statements: 0, grantRows: 0, blockRows: 0 });
+  const groupRef = { kind: 'group' as const, id: group!.id };
+  t.same(await reachOf(sql, groupRef, tenant9), { kind: 'tenantGrants', entityIds: [member], tenantIds: [tenant9] }, 'the members, in that tenant');
+  await assign(tenant9, denyRole!.id, groupRef);
+  t.match(await a.authorize(read(9)), { allowed: false, blockIds: [deny!.id] }, 'A: the deny through the group wins at once');
+  t.equal(reads.grantRows, 2, "two grant rows: tenant 9's tenant-admin role and the group's deny");
+  await waitUntil(async () => !(await allowedOn(b, read(9))), 5000, 'B denying through the group');
+  for (const authz of [a, b]) t.ok(await allowedOn(authz, read(10)), 'tenant 10 untouched');
+  await sql`delete from role_assignments where group_id = ${group!.id}`;
+  await a.invalidate(reachOfRemoved(groupRef, tenant9));
+  t.ok(await allowedOn(a, read(9)), 'A: allowed again once the group lost the role');
+  await waitUntil(() => allowedOn(b, read(9)), 5000, 'B allowing again');
+
+  // A platform grant (no tenant) is not a tenant's part: its holders' grants are dropped whole.
+  t.same(await reachOf(sql, { kind: 'entity', id: member }, null), { kind: 'subjects', entityIds: [member] });
+  t.same(reachOfRemoved({ kind: 'entity', id: member }, null), { kind: 'subjects', entityIds: [member] });
 });
