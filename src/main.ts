@@ -233,7 +233,7 @@ export async function startService(env: Record<string, string | undefined>, opti
     const ports: Service['ports'] = {};
     if (config.listeners.pkiPublication) {
       const { host, port } = config.listeners.pkiPublication;
-      const publication = pki.publicationListener(limiter);
+      const publication = pki.publicationListener(limiter, config.rateLimits);
       ports.pki_publication = await publication.listen(host, port);
       closers.push({ name: 'pki publication listener', close: () => publication.close() });
       log.info('listening', { listener: 'pki_publication', host, port: ports.pki_publication });

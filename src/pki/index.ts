@@ -31,7 +31,7 @@ import { createRevocation } from './revocation/revocation.js';
 import { createPublication, type PublicationSettings } from './publication/publication.js';
 import { createPublicationBase, type PublicationBase } from './publication/publication-base.js';
 import type { HttpServer } from '../http/server.js';
-import type { RateLimiter } from '../http/rate-limit.js';
+import type { RateLimitConfig, RateLimiter } from '../http/rate-limit.js';
 
 export type { CaKeys, GeneratedKey, KeyAlgorithm, KeyBackendKind, StoredKeyRef } from './keys/types.js';
 export { KEY_ALGORITHMS } from './keys/types.js';
@@ -187,7 +187,7 @@ export function createPki(deps: PkiDeps) {
     /** The public routes (trust bundle, issuer certificates, CRLs, OCSP) on the management listener. */
     registerPublicRoutes: (server: HttpServer, limiter: RateLimiter) => publication.registerRoutes(server, limiter),
     /** The same routes on their own node:http listener (SVC_PKI_PUBLICATION_ADDR), for HTTP/1.0 clients. */
-    publicationListener: (limiter: RateLimiter) => publication.listener(limiter),
+    publicationListener: (limiter: RateLimiter, rateLimits: RateLimitConfig) => publication.listener(limiter, rateLimits),
     /**
      * The base of the URLs certificates embed (`urlsFor(issuerId)` at issuance, for any issuer). Without
      * SVC_PKI_PUBLICATION_BASE_URL it follows the address the composition root gives once a listener is bound.

@@ -13,6 +13,9 @@ import { OCSP_BODY_LIMIT, type PublicationHandlers } from './publication-routes.
 
 const ISSUER_ROUTE = /^\/certs\/issuers\/([^/]+)\/(crl|ca\.crt|ocsp)(\/.*)?$/;
 
+/** What the listener answers with: the publication's handlers, or the thread's stand-ins for them. */
+export type ListenerHandlers = Pick<PublicationHandlers, 'trustBundle' | 'issuerCertificate' | 'crl' | 'ocspPost' | 'ocspGet'>;
+
 export interface PublicationListener {
   listen(host: string, port: number): Promise<number>;
   close(): Promise<void>;
@@ -60,7 +63,7 @@ function bodyBytes(body: HttpReply['body']): Buffer {
   return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }
 
-export function createPublicationListener(deps: { handlers: PublicationHandlers; limiter: RateLimiter; log: Logger }): PublicationListener {
+export function createPublicationListener(deps: { handlers: ListenerHandlers; limiter: RateLimiter; log: Logger }): PublicationListener {
   const { handlers: h, limiter, log } = deps;
 
   const replyOf = (err: unknown): HttpReply => {

@@ -16,6 +16,12 @@ export interface PublicationSources {
   trustBundle(): Promise<string>;
 }
 
+/** A reply and how many seconds it stays true as it is, for this request (0: answer afresh every time). */
+export interface ReusableReply {
+  reply: HttpReply;
+  reusableSecs: number;
+}
+
 /** An OCSP request is a few hundred bytes; a generous bound that still refuses junk early. */
 export const OCSP_BODY_LIMIT = 16 * 1024;
 const HEADERS = ['content-type', 'content-length', 'x-request-id', 'x-forwarded-for'];
@@ -53,6 +59,13 @@ export function publicationHandlers(publication: PublicationSources) {
     return answer instanceof Promise ? answer.then((a) => ocspHeaders(a, cacheable)) : ocspHeaders(answer, cacheable);
   };
 
+  /** The reply with how long it may be served again as it is (0: never): for a listener that keeps answers. */
+  const ocspReusable = (issuerId: string, body: Buffer | null, cacheable: boolean): ReusableReply | Promise<ReusableReply> => {
+    const answer = body ? publication.ocsp.answer(issuerId, body) : publication.ocsp.malformed();
+    const reusable = (a: OcspAnswer): ReusableReply => ({ reply: ocspHeaders(a, cacheable), reusableSecs: a.maxAgeSecs });
+    return answer instanceof Promise ? answer.then(reusable) : reusable(answer);
+  };
+
   return {
     async trustBundle(): Promise<HttpReply> {
       return { status: 200, headers: PEM, body: await publication.trustBundle() };
@@ -81,6 +94,9 @@ export function publicationHandlers(publication: PublicationSources) {
     ocspPost: (issuerId: string, body: Buffer): HttpReply | Promise<HttpReply> => ocspReply(issuerId, body, false),
     /** `path`: the whole request path, /certs/issuers/<id>/ocsp/<base64 request>. */
     ocspGet: (issuerId: string, path: string) => ocspReply(issuerId, getFormRequest(path), true),
+    /** ocspPost and ocspGet with how long the answer holds unchanged (publication-thread.ts keeps them). */
+    ocspPostReusable: (issuerId: string, body: Buffer) => ocspReusable(issuerId, body, false),
+    ocspGetReusable: (issuerId: string, path: string) => ocspReusable(issuerId, getFormRequest(path), true),
   };
 }
 

@@ -4,7 +4,7 @@
 import type { Sql } from '../../db/client.js';
 import type { NotifyHub } from '../../db/notify-hub.js';
 import type { HttpServer } from '../../http/server.js';
-import type { RateLimiter } from '../../http/rate-limit.js';
+import type { RateLimitConfig, RateLimiter } from '../../http/rate-limit.js';
 import type { Logger } from '../../log.js';
 import type { CertificateReads } from '../issuance/certificates.js';
 import { createCrls } from './crl.js';
@@ -14,6 +14,7 @@ import { createPublicationCoherence } from './publication-coherence.js';
 import { createPublishingIssuers } from './publication-issuers.js';
 import { createPublicationListener, type PublicationListener } from './publication-listener.js';
 import { publicationHandlers, registerPublicationRoutes } from './publication-routes.js';
+import { createPublicationThread } from './publication-thread.js';
 import { CHANGED_TOPIC, type Registry } from '../authorities/registry.js';
 
 /** The bundle also leaves out authorities that expired: re-read at least this often. */
@@ -22,6 +23,8 @@ const BUNDLE_TTL_MS = 60_000;
 export interface PublicationSettings {
   crlValiditySecs: number;
   ocspValiditySecs: number;
+  /** The publication listener on a thread of its own (publication-thread.ts); off: on the main thread. */
+  listenerThread: boolean;
 }
 
 export function createPublication(deps: {
@@ -59,8 +62,12 @@ export function createPublication(deps: {
     registerRoutes(server: HttpServer, limiter: RateLimiter): void {
       registerPublicationRoutes(server, { handlers, limiter });
     },
-    /** The same routes on a node:http listener of their own (HTTP/1.0 relying parties such as `openssl ocsp`). */
-    listener(limiter: RateLimiter): PublicationListener {
+    /**
+     * The same routes on a node:http listener of their own (HTTP/1.0 relying parties such as `openssl ocsp`):
+     * on its own thread with a public_routes limiter of its own (rateLimits), or on this one with `limiter`.
+     */
+    listener(limiter: RateLimiter, rateLimits: RateLimitConfig): PublicationListener {
+      if (settings.listenerThread) return createPublicationThread({ handlers, coherence, rateLimits, log });
       return createPublicationListener({ handlers, limiter, log });
     },
   };
