@@ -3,6 +3,7 @@
 // that issue and revoke leaves through the public GraphQL API.
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -73,4 +74,36 @@ export function firstPem(chainPem: string): string {
 export function opensslOcsp(base: string, issuerId: string, files: { issuer: string; cafile: string; cert?: string; serial?: string }, extra: string[] = []): Promise<string> {
   const target = files.cert ? ['-cert', files.cert] : ['-serial', files.serial as string];
   return sh('openssl', ['ocsp', '-issuer', files.issuer, ...target, '-url', `${base}/certs/issuers/${issuerId}/ocsp`, '-CAfile', files.cafile, '-timeout', '10', ...extra], { allowFail: true });
+}
+
+/** A raw HTTP answer: status, lower-cased headers, body bytes. */
+export interface RawAnswer {
+  status: number;
+  headers: Record<string, string>;
+  body: Buffer;
+}
+
+/** One raw exchange: writes `parts` (with `gapMs` between them), reads until the server closes. */
+export function rawExchange(port: number, parts: (string | Buffer)[], gapMs = 0): Promise<RawAnswer> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(port, '127.0.0.1');
+    const chunks: Buffer[] = [];
+    socket.on('data', (c) => chunks.push(c));
+    socket.on('error', reject);
+    socket.on('close', () => {
+      const raw = Buffer.concat(chunks);
+      const end = raw.indexOf('\r\n\r\n');
+      if (end < 0) return reject(new Error(`no answer head: ${raw.toString('latin1')}`));
+      const [line, ...fields] = raw.subarray(0, end).toString('latin1').split('\r\n');
+      const headers = Object.fromEntries(fields.map((f) => [f.slice(0, f.indexOf(':')).toLowerCase(), f.slice(f.indexOf(':') + 1).trim()]));
+      resolve({ status: Number(line?.split(' ')[1]), headers, body: raw.subarray(end + 4) });
+    });
+    void (async () => {
+      for (const part of parts) {
+        if (socket.destroyed) return;
+        socket.write(part);
+        if (gapMs) await new Promise((r) => setTimeout(r, gapMs));
+      }
+    })();
+  });
 }

@@ -2,7 +2,6 @@
 // openssl sends them, answers written synchronously when the answer is (no promise in between) or when
 // their promise settles, a body over the OCSP limit refused with 413 and the connection closed, errors as
 // JSON, the public_routes limit, and the method and route refusals.
-import net from 'node:net';
 import t from 'tap';
 import { AppError } from '../../../src/errors.js';
 import type { RateLimiter } from '../../../src/http/rate-limit.js';
@@ -10,40 +9,12 @@ import type { HttpReply } from '../../../src/http/types.js';
 import { createLogger } from '../../../src/log.js';
 import { createPublicationListener } from '../../../src/pki/publication/publication-listener.js';
 import { OCSP_BODY_LIMIT, type PublicationHandlers } from '../../../src/pki/publication/publication-routes.js';
+import { rawExchange } from '../../helpers/publication.js';
 
 const ISSUER = '11111111-2222-4333-8444-555555555555';
 const OCSP = { 'content-type': 'application/ocsp-response', 'cache-control': 'no-store' };
 
-interface Answer {
-  status: number;
-  headers: Record<string, string>;
-  body: Buffer;
-}
-
-/** One raw exchange: writes `parts` (with `gapMs` between them), reads until the server closes. */
-function exchange(port: number, parts: (string | Buffer)[], gapMs = 0): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const socket = net.connect(port, '127.0.0.1');
-    const chunks: Buffer[] = [];
-    socket.on('data', (c) => chunks.push(c));
-    socket.on('error', reject);
-    socket.on('close', () => {
-      const raw = Buffer.concat(chunks);
-      const end = raw.indexOf('\r\n\r\n');
-      if (end < 0) return reject(new Error(`no answer head: ${raw.toString('latin1')}`));
-      const [line, ...fields] = raw.subarray(0, end).toString('latin1').split('\r\n');
-      const headers = Object.fromEntries(fields.map((f) => [f.slice(0, f.indexOf(':')).toLowerCase(), f.slice(f.indexOf(':') + 1).trim()]));
-      resolve({ status: Number(line?.split(' ')[1]), headers, body: raw.subarray(end + 4) });
-    });
-    void (async () => {
-      for (const part of parts) {
-        if (socket.destroyed) return;
-        socket.write(part);
-        if (gapMs) await new Promise((r) => setTimeout(r, gapMs));
-      }
-    })();
-  });
-}
+const exchange = rawExchange;
 
 /** A POST as openssl sends it (HTTP/1.0), or HTTP/1.1 closing, or HTTP/1.1 kept alive ('1.1-keep'). */
 const post = (path: string, body: Buffer, version: '1.0' | '1.1' | '1.1-keep' = '1.0') =>

@@ -5,7 +5,6 @@
 // errors keep their status; the thread's own public_routes limit; a thread that dies is started again on
 // its port; close frees the port. End to end (openssl ocsp on the default configuration, revocations seen
 // at once) is publication-default.test.ts and chain-revocation.test.ts.
-import net from 'node:net';
 import t from 'tap';
 import { AppError } from '../../../src/errors.js';
 import type { RateLimitConfig } from '../../../src/http/rate-limit.js';
@@ -15,36 +14,15 @@ import { createPublicationCoherence } from '../../../src/pki/publication/publica
 import type { PublicationHandlers, ReusableReply } from '../../../src/pki/publication/publication-routes.js';
 import { createPublicationThread } from '../../../src/pki/publication/publication-thread.js';
 import type { NotifyHub } from '../../../src/db/notify-hub.js';
+import { rawExchange } from '../../helpers/publication.js';
 import { waitUntil } from '../../helpers/wait.js';
 
 const ISSUER = '11111111-2222-4333-8444-555555555555';
 const OCSP = { 'content-type': 'application/ocsp-response', 'cache-control': 'no-store' };
 const NONCE_EXT = Buffer.from('300f06092b06010505073001020402abcd', 'hex');
 
-interface Answer {
-  status: number;
-  headers: Record<string, string>;
-  body: Buffer;
-}
-
 /** One HTTP/1.0 exchange as openssl makes it: the request, then read until the server closes. */
-function exchange(port: number, request: (string | Buffer)[]): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const socket = net.connect(port, '127.0.0.1');
-    const chunks: Buffer[] = [];
-    socket.on('data', (c) => chunks.push(c));
-    socket.on('error', reject);
-    socket.on('close', () => {
-      const raw = Buffer.concat(chunks);
-      const end = raw.indexOf('\r\n\r\n');
-      if (end < 0) return reject(new Error(`no answer head: ${raw.toString('latin1')}`));
-      const [line, ...fields] = raw.subarray(0, end).toString('latin1').split('\r\n');
-      const headers = Object.fromEntries(fields.map((f) => [f.slice(0, f.indexOf(':')).toLowerCase(), f.slice(f.indexOf(':') + 1).trim()]));
-      resolve({ status: Number(line?.split(' ')[1]), headers, body: raw.subarray(end + 4) });
-    });
-    for (const part of request) socket.write(part);
-  });
-}
+const exchange = (port: number, request: (string | Buffer)[]) => rawExchange(port, request);
 const post = (path: string, body: Buffer) =>
   [`POST ${path} HTTP/1.0\r\nHost: x\r\nContent-Type: application/ocsp-request\r\nContent-Length: ${body.length}\r\n\r\n`, body];
 const get = (path: string) => [`GET ${path} HTTP/1.0\r\nHost: x\r\n\r\n`];
