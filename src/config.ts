@@ -476,9 +476,9 @@ function loadPkiConfig(
     publication: {
       crlValiditySecs: r.int('SVC_PKI_CRL_VALIDITY_SECS', 86_400, 300, 31_536_000),
       ocspValiditySecs: r.int('SVC_PKI_OCSP_VALIDITY_SECS', 3600, 60, 604_800),
-      // The publication listener (SVC_PKI_PUBLICATION_ADDR) on a thread of its own: its node:http code then
-      // runs at a bare server's cost (publication-thread.ts).
-      listenerThread: r.bool('SVC_PKI_PUBLICATION_THREAD', true),
+      // The publication listener (SVC_PKI_PUBLICATION_ADDR) on a thread of its own: answers without a nonce
+      // cost less, nonce answers more (a round trip to the main thread); publication-thread.ts.
+      listenerThread: r.bool('SVC_PKI_PUBLICATION_THREAD', false),
     },
     outbox: loadOutboxConfig(r),
   };

@@ -125,6 +125,7 @@ function ratiosOf(by) {
     nonceNewConnection: ratio('nonce', 'openssl-nonce'),
     nonceKeepAlive: ratio('nonce-keepalive', 'openssl-nonce'),
     http10NewConnection: ratio('http10', 'openssl'),
+    http10NonceNewConnection: ratio('http10-nonce', 'openssl-nonce'),
     responderFloorNewConnection: ratio('floor-ocsp', 'openssl'),
     nonceFloorNewConnection: ratio('floor-nonce', 'openssl-nonce'),
     http10FloorNewConnection: ratio('floor-http10', 'openssl'),
@@ -134,6 +135,7 @@ function ratiosOf(by) {
   const processAlone = {
     plainNewConnection: ratio('close', 'openssl'), plainKeepAlive: ratio('keepalive', 'openssl'), nonceNewConnection: ratio('nonce', 'openssl-nonce'),
     nonceKeepAlive: ratio('nonce-keepalive', 'openssl-nonce'), http10NewConnection: ratio('http10', 'openssl'),
+    http10NonceNewConnection: ratio('http10-nonce', 'openssl-nonce'),
   };
   return { ratios, processAlone };
 }
@@ -147,7 +149,7 @@ function describeRatios(/** @type {ReturnType<typeof ratiosOf>} */ { ratios, pro
     return [k, r === null ? 'not measured' : r >= goal ? 'met' : 'missed'];
   }));
   const fmt = (/** @type {number | null} */ r) => (r === null ? '-' : `${r.toFixed(2)}x`);
-  const text = `vs openssl per CPU-s: plain ${fmt(ratios.plainNewConnection)}, keep-alive ${fmt(ratios.plainKeepAlive)} (target 3x: ${verdicts.plainKeepAlive}), nonce ${fmt(ratios.nonceNewConnection)} (target 1x: ${verdicts.nonceNewConnection}), nonce keep-alive ${fmt(ratios.nonceKeepAlive)}, HTTP/1.0 listener ${fmt(ratios.http10NewConnection)} (target 1x: ${verdicts.http10NewConnection}); process alone: ${Object.values(processAlone).map(fmt).join(', ')}; the floors: bare uWS, same bytes ${fmt(ratios.responderFloorNewConnection)}, with a P-256 signature (against openssl's nonce answers) ${fmt(ratios.nonceFloorNewConnection)}, bare node:http on HTTP/1.0 ${fmt(ratios.http10FloorNewConnection)}, bare node:net without an HTTP parser ${fmt(ratios.netFloorNewConnection)}`;
+  const text = `vs openssl per CPU-s: plain ${fmt(ratios.plainNewConnection)}, keep-alive ${fmt(ratios.plainKeepAlive)} (target 3x: ${verdicts.plainKeepAlive}), nonce ${fmt(ratios.nonceNewConnection)} (target 1x: ${verdicts.nonceNewConnection}), nonce keep-alive ${fmt(ratios.nonceKeepAlive)}, HTTP/1.0 listener ${fmt(ratios.http10NewConnection)} (target 1x: ${verdicts.http10NewConnection}), HTTP/1.0 listener with a nonce ${fmt(ratios.http10NonceNewConnection)}; process alone: ${Object.values(processAlone).map(fmt).join(', ')}; the floors: bare uWS, same bytes ${fmt(ratios.responderFloorNewConnection)}, with a P-256 signature (against openssl's nonce answers) ${fmt(ratios.nonceFloorNewConnection)}, bare node:http on HTTP/1.0 ${fmt(ratios.http10FloorNewConnection)}, bare node:net without an HTTP parser ${fmt(ratios.netFloorNewConnection)}`;
   return { text, verdicts };
 }
 
@@ -235,6 +237,8 @@ export default {
         ['nonce', 'service (uWS), nonce, new connection per request', svc.pid, http, path, ours, { mode: 'close', nonce: true, postgres: svc.database }],
         ['nonce-keepalive', 'service (uWS), nonce, keep-alive', svc.pid, http, path, ours, { mode: 'keepalive', nonce: true, postgres: svc.database }],
         ['http10', 'service (node:http listener, HTTP/1.0), new connection per request', svc.pid, service.ports.pki_publication, path, ours, { mode: 'close', http: '1.0', postgres: svc.database }],
+        // What `openssl ocsp` sends by default: HTTP/1.0 with a nonce, to the URL in the leaf (this listener).
+        ['http10-nonce', 'service (node:http listener, HTTP/1.0), nonce, new connection per request', svc.pid, service.ports.pki_publication, path, ours, { mode: 'close', http: '1.0', nonce: true, postgres: svc.database }],
       ].filter(([key]) => wanted(key));
       // BENCH_OCSP_ROUNDS=n: every row n times, taking turns, so a shared machine's drift reaches every row
       // alike; the figures are the rounds pooled (answers and CPU summed), the spread is the rounds' ratios.

@@ -1,4 +1,4 @@
-// The publication listener on a thread of its own (SVC_PKI_PUBLICATION_THREAD, on by default). node:http
+// The publication listener on a thread of its own (SVC_PKI_PUBLICATION_THREAD, off by default). node:http
 // spends most of an answer in its own JavaScript (the parser's callbacks, streams, sockets): in the
 // service's isolate that code also carries TLS, HTTP/2, MQTT and database sockets, its inline caches go
 // megamorphic, and an answer cost 1.2-1.4x the CPU of a bare node:http server. In an isolate that sees
@@ -7,6 +7,8 @@
 // so the database, the keys and the caches' coherence stay in one place. A shared generation, moved here
 // synchronously by every change of the coherence (a revocation before its call returns, one on another
 // instance, an authority change), retires what the thread keeps before any later request reads it.
+// The price is the round trip for what it does not keep: a nonce answer (what `openssl ocsp` sends by
+// default) crosses to the main thread and back, and costs more CPU than on the main thread's listener.
 import { Worker } from 'node:worker_threads';
 import { errorReply, type HttpReply } from '../../http/types.js';
 import type { RateLimitConfig } from '../../http/rate-limit.js';

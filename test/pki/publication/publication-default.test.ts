@@ -103,8 +103,7 @@ t.test('openssl ocsp and verify -crl_download on the URLs in the leaf, before an
     t.match(verified.out, /early\.pem: OK/, 'the CRL downloaded from the leaf\'s distribution point');
     answered(t, verified, 'openssl verify -crl_download');
     await underASecond(t, () => crlVerify(earlyFiles), /early\.pem: OK/, 'openssl verify -crl_download');
-    // Without a nonce the answer is kept by the listener's thread: the revocation below must reach it
-    // before the revoking call returns.
+    // Without a nonce the answer is kept: the revocation below must retire it before its call returns.
     const noNonce = () => timed(['ocsp', '-issuer', earlyFiles.issuer, '-cert', earlyFiles.leaf, '-url', before.ocsp, '-CAfile', ca.root, '-no_nonce', '-timeout', '10']);
     for (let i = 0; i < 3; i++) t.match((await noNonce()).out, /early\.pem: good/, 'kept answers, good');
     await revokeLeaf(first, admin, early, 'key_compromise');

@@ -17,7 +17,9 @@ t.test('revocation on one instance, OCSP and CRL on another', async (t) => {
   const ca = makeCaFiles(t);
   const env = { ...ca.env, SVC_PKI_PUBLICATION_ADDR: '127.0.0.1:0' };
   const a = await startAuthService(t, env);
-  const b = await startTestService(t, { ...AUTH_ENV, ...env }, a.db);
+  // B's publication listener runs on its own thread: what that thread keeps must follow A's revocations
+  // (through B's NOTIFY) and B's lost LISTEN connection like B's own caches.
+  const b = await startTestService(t, { ...AUTH_ENV, ...env, SVC_PKI_PUBLICATION_THREAD: 'true' }, a.db);
   const admin = await adminToken(a);
   const tenantId = await createTenant(a, admin, 'shared');
   const device = await createEntity(a, admin, { kind: 'device', name: 'd', tenantId });
@@ -69,6 +71,18 @@ t.test('revocation on one instance, OCSP and CRL on another', async (t) => {
     t.ok(b.service.pki.publishing.coherence.stats.dropsAll > drops, 'caches dropped on reconnect');
     t.match(await ask(), /other\.pem: good/);
     t.equal(ocspB.signed, before + 1, 'the answer was signed afresh');
+  });
+
+  await t.test("a revocation on B itself retires what B's thread keeps before the call returns", async (t) => {
+    const third = await issueLeaf(b, admin, ca.dir, device);
+    const thirdFile = file('third.pem', third.certificatePem);
+    const ask = () => opensslOcsp(b.url('pki_publication'), third.issuerId, { issuer, cafile: ca.root, cert: thirdFile }, ['-no_nonce']);
+    t.match(await ask(), /third\.pem: good/);
+    const before = ocspB.signed;
+    t.match(await ask(), /third\.pem: good/);
+    t.equal(ocspB.signed, before, 'kept');
+    await revokeLeaf(b, admin, third, 'key_compromise');
+    t.match(await ask(), /third\.pem: revoked/, 'revoked on the very next request');
   });
 
   await t.test('idle and half-sent connections cost nothing; others are answered', async (t) => {
