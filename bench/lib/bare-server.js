@@ -86,12 +86,13 @@ async function listenAndAnnounceNode(server) {
   process.on('SIGTERM', () => process.exit(0));
 }
 
-/** node:http reading the whole body, then answering 200 with `BARE_REPLY_BYTES` bytes. */
+/** node:http reading the whole body (and with BARE_SIGN signing once), then answering 200 with `BARE_REPLY_BYTES` bytes. */
 async function serveBareNodeHttp() {
   const reply = Buffer.alloc(Number(process.env.BARE_REPLY_BYTES ?? 0), 0x30);
   const server = http.createServer((req, res) => {
     req.on('data', () => undefined);
     req.on('end', () => {
+      if (signOnce) signOnce(toBeSigned);
       res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': reply.length });
       res.end(reply);
     });

@@ -129,6 +129,7 @@ function ratiosOf(by) {
     responderFloorNewConnection: ratio('floor-ocsp', 'openssl'),
     nonceFloorNewConnection: ratio('floor-nonce', 'openssl-nonce'),
     http10FloorNewConnection: ratio('floor-http10', 'openssl'),
+    http10NonceFloorNewConnection: ratio('floor-http10-nonce', 'openssl-nonce'),
     netFloorNewConnection: ratio('floor-net', 'openssl'),
   };
   field = 'perProcessCpuSecond';
@@ -149,7 +150,7 @@ function describeRatios(/** @type {ReturnType<typeof ratiosOf>} */ { ratios, pro
     return [k, r === null ? 'not measured' : r >= goal ? 'met' : 'missed'];
   }));
   const fmt = (/** @type {number | null} */ r) => (r === null ? '-' : `${r.toFixed(2)}x`);
-  const text = `vs openssl per CPU-s: plain ${fmt(ratios.plainNewConnection)}, keep-alive ${fmt(ratios.plainKeepAlive)} (target 3x: ${verdicts.plainKeepAlive}), nonce ${fmt(ratios.nonceNewConnection)} (target 1x: ${verdicts.nonceNewConnection}), nonce keep-alive ${fmt(ratios.nonceKeepAlive)}, HTTP/1.0 listener ${fmt(ratios.http10NewConnection)} (target 1x: ${verdicts.http10NewConnection}), HTTP/1.0 listener with a nonce ${fmt(ratios.http10NonceNewConnection)}; process alone: ${Object.values(processAlone).map(fmt).join(', ')}; the floors: bare uWS, same bytes ${fmt(ratios.responderFloorNewConnection)}, with a P-256 signature (against openssl's nonce answers) ${fmt(ratios.nonceFloorNewConnection)}, bare node:http on HTTP/1.0 ${fmt(ratios.http10FloorNewConnection)}, bare node:net without an HTTP parser ${fmt(ratios.netFloorNewConnection)}`;
+  const text = `vs openssl per CPU-s: plain ${fmt(ratios.plainNewConnection)}, keep-alive ${fmt(ratios.plainKeepAlive)} (target 3x: ${verdicts.plainKeepAlive}), nonce ${fmt(ratios.nonceNewConnection)} (target 1x: ${verdicts.nonceNewConnection}), nonce keep-alive ${fmt(ratios.nonceKeepAlive)}, HTTP/1.0 listener ${fmt(ratios.http10NewConnection)} (target 1x: ${verdicts.http10NewConnection}), HTTP/1.0 listener with a nonce ${fmt(ratios.http10NonceNewConnection)}; process alone: ${Object.values(processAlone).map(fmt).join(', ')}; the floors: bare uWS, same bytes ${fmt(ratios.responderFloorNewConnection)}, with a P-256 signature (against openssl's nonce answers) ${fmt(ratios.nonceFloorNewConnection)}, bare node:http on HTTP/1.0 ${fmt(ratios.http10FloorNewConnection)}, the same with a P-256 signature ${fmt(ratios.http10NonceFloorNewConnection)}, bare node:net without an HTTP parser ${fmt(ratios.netFloorNewConnection)}`;
   return { text, verdicts };
 }
 
@@ -167,6 +168,7 @@ export default {
     let bareOcsp = /** @type {Awaited<ReturnType<typeof startBareServer>> | null} */ (null);
     let bareNonce = /** @type {Awaited<ReturnType<typeof startBareServer>> | null} */ (null);
     let bareHttp10 = /** @type {Awaited<ReturnType<typeof startBareServer>> | null} */ (null);
+    let bareHttp10Nonce = /** @type {Awaited<ReturnType<typeof startBareServer>> | null} */ (null);
     let bareNet = /** @type {Awaited<ReturnType<typeof startBareServer>> | null} */ (null);
     /** @type {import('node:child_process').ChildProcess | null} */
     let responder = null;
@@ -214,11 +216,12 @@ export default {
       // as many bytes), the nonce floor (that plus one P-256 signature with the service's signer), the HTTP/1.0
       // floor (node:http, the parser this stack has that speaks 1.0) and under it node:net with no parser.
       let size = 0;
-      if (['floor-ocsp', 'floor-nonce', 'floor-http10', 'floor-net'].some(wanted)) {
+      if (['floor-ocsp', 'floor-nonce', 'floor-http10', 'floor-http10-nonce', 'floor-net'].some(wanted)) {
         size = Buffer.from(await (await fetch(`http://127.0.0.1:${http}/certs/issuers/${issuerId}/ocsp`, { method: 'POST', body: Buffer.from(/** @type {string} */ (ours[0]), 'base64') })).arrayBuffer()).length;
         if (wanted('floor-ocsp')) bareOcsp = await startBareServer({ replyBytes: size });
         if (wanted('floor-nonce')) bareNonce = await startBareServer({ replyBytes: size, sign: true });
         if (wanted('floor-http10')) bareHttp10 = await startBareServer({ replyBytes: size, nodeHttp: true });
+        if (wanted('floor-http10-nonce')) bareHttp10Nonce = await startBareServer({ replyBytes: size, nodeHttp: true, sign: true });
         if (wanted('floor-net')) bareNet = await startBareServer({ replyBytes: size, rawNet: true });
       }
       const svc = { pid: service.pid, database: new URL(service.databaseUrl).pathname.slice(1) };
@@ -231,6 +234,7 @@ export default {
         ...(bareOcsp ? [['floor-ocsp', `floor: bare uWS reading the request, answering ${size} bytes, new connection per request`, bareOcsp.pid, bareOcsp.ports.http, '/', ours, { mode: 'close', anyAnswer: true }]] : []),
         ...(bareNonce ? [['floor-nonce', `floor: bare uWS reading the request, one P-256 signature, answering ${size} bytes, new connection per request`, bareNonce.pid, bareNonce.ports.http, '/', ours, { mode: 'close', anyAnswer: true }]] : []),
         ...(bareHttp10 ? [['floor-http10', `floor: bare node:http (HTTP/1.0) reading the request, answering ${size} bytes, new connection per request`, bareHttp10.pid, bareHttp10.ports.http, '/', ours, { mode: 'close', http: '1.0', anyAnswer: true }]] : []),
+        ...(bareHttp10Nonce ? [['floor-http10-nonce', `floor: bare node:http (HTTP/1.0) reading the request, one P-256 signature, answering ${size} bytes, new connection per request`, bareHttp10Nonce.pid, bareHttp10Nonce.ports.http, '/', ours, { mode: 'close', http: '1.0', anyAnswer: true }]] : []),
         ...(bareNet ? [['floor-net', `floor: bare node:net, no HTTP parser, reading the request, answering ${size} bytes, new connection per request`, bareNet.pid, bareNet.ports.http, '/', ours, { mode: 'close', http: '1.0', anyAnswer: true }]] : []),
         ['close', 'service (uWS), new connection per request', svc.pid, http, path, ours, { mode: 'close', postgres: svc.database }],
         ['keepalive', 'service (uWS), keep-alive', svc.pid, http, path, ours, { mode: 'keepalive', postgres: svc.database }],
@@ -284,6 +288,7 @@ export default {
       await bareOcsp?.stop();
       await bareNonce?.stop();
       await bareHttp10?.stop();
+      await bareHttp10Nonce?.stop();
       await bareNet?.stop();
       await service.stop();
     }
