@@ -4,7 +4,7 @@
 // connect and leave without a request, or send half of one, cost nothing and block no one.
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { REVOKED_TOPIC } from '../../../src/pki/index.js';
 import { AUTH_ENV, adminToken, startAuthService } from '../../helpers/auth.js';
 import { createEntity, createTenant } from '../../helpers/management.js';
@@ -56,14 +56,20 @@ t.test('revocation on one instance, OCSP and CRL on another', async (t) => {
   const crlOf = async (ts: typeof a) => Buffer.from(await (await fetch(`${ts.url()}/certs/issuers/${leaf.issuerId}/crl`)).arrayBuffer());
   t.same(await crlOf(a), await crlOf(b), 'A serves the very CRL B signed (rebuilt from the stored signature, not re-signed)');
 
-  await t.test('a lost LISTEN connection drops B\'s caches when it comes back', async (t) => {
-    const other = await issueLeaf(a, admin, ca.dir, device);
-    const otherFile = file('other.pem', other.certificatePem);
-    const ask = () => opensslOcsp(b.url('pki_publication'), leaf.issuerId, { issuer, cafile: ca.root, cert: otherFile }, ['-no_nonce']);
-    t.match(await ask(), /other\.pem: good/);
+  /** A new leaf issued on `on`, its plain OCSP answer on B's listener asked twice: signed once, then kept. */
+  const keptOnB = async (t: Test, on: typeof a, name: string) => {
+    const issued = await issueLeaf(on, admin, ca.dir, device);
+    const cert = file(`${name}.pem`, issued.certificatePem);
+    const ask = () => opensslOcsp(b.url('pki_publication'), issued.issuerId, { issuer, cafile: ca.root, cert }, ['-no_nonce']);
+    t.match(await ask(), new RegExp(`${name}\\.pem: good`));
     const before = ocspB.signed;
-    t.match(await ask(), /other\.pem: good/);
-    t.equal(ocspB.signed, before, 'cached');
+    t.match(await ask(), new RegExp(`${name}\\.pem: good`));
+    t.equal(ocspB.signed, before, 'kept');
+    return { issued, ask, before };
+  };
+
+  await t.test('a lost LISTEN connection drops B\'s caches when it comes back', async (t) => {
+    const { ask, before } = await keptOnB(t, a, 'other');
     const drops = b.service.pki.publishing.coherence.stats.dropsAll;
     const reconnects = b.service.hub.reconnects;
     await a.service.sql`select pg_terminate_backend(${b.service.hub.backendPid as number})`;
@@ -74,14 +80,8 @@ t.test('revocation on one instance, OCSP and CRL on another', async (t) => {
   });
 
   await t.test("a revocation on B itself retires what B's thread keeps before the call returns", async (t) => {
-    const third = await issueLeaf(b, admin, ca.dir, device);
-    const thirdFile = file('third.pem', third.certificatePem);
-    const ask = () => opensslOcsp(b.url('pki_publication'), third.issuerId, { issuer, cafile: ca.root, cert: thirdFile }, ['-no_nonce']);
-    t.match(await ask(), /third\.pem: good/);
-    const before = ocspB.signed;
-    t.match(await ask(), /third\.pem: good/);
-    t.equal(ocspB.signed, before, 'kept');
-    await revokeLeaf(b, admin, third, 'key_compromise');
+    const { issued, ask } = await keptOnB(t, b, 'third');
+    await revokeLeaf(b, admin, issued, 'key_compromise');
     t.match(await ask(), /third\.pem: revoked/, 'revoked on the very next request');
   });
 
