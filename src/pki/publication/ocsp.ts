@@ -89,12 +89,14 @@ export function createOcsp(deps: {
   function finish(issuer: PublishingIssuer, request: ParsedRequest, states: CertStatus[], signed: { tbs: Buffer; nextUpdate: number }, signature: Buffer, cache: { key: string; token: number } | null): OcspAnswer {
     stats.signed++;
     const der = responseTemplate(signed.tbs, issuer.signatureAlgorithm, signature, issuer.responseCerts);
-    const cacheable = cache !== null && !request.nonce && states.every((s) => s.status !== 'unknown');
     const refreshAt = signed.nextUpdate - validityMs / 4;
-    if (cacheable && coherence.token(issuer.id) === cache.token && coherence.cacheable(issuer.id)) {
-      answers.set(cache.key, { der, token: cache.token, refreshAt, nextUpdate: signed.nextUpdate });
-    }
-    return { der, maxAgeSecs: cacheable ? Math.floor((refreshAt - Date.now()) / 1000) : 0 };
+    // Kept only when nothing about the issuer moved while it was made and no revocation of it is pending;
+    // maxAgeSecs says the same to whoever reuses it (HTTP caches, the listener's thread): an answer made
+    // while a revocation was uncommitted must not outlive the commit anywhere.
+    const kept = cache !== null && !request.nonce && states.every((s) => s.status !== 'unknown')
+      && coherence.token(issuer.id) === cache.token && coherence.cacheable(issuer.id);
+    if (kept) answers.set(cache.key, { der, token: cache.token, refreshAt, nextUpdate: signed.nextUpdate });
+    return { der, maxAgeSecs: kept ? Math.floor((refreshAt - Date.now()) / 1000) : 0 };
   }
 
   /** The answer through the database (states not cached), the registry (issuer not loaded) or a worker (key not signable here). */

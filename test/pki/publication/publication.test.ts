@@ -134,6 +134,14 @@ t.test('trust bundle, CRL and OCSP', async (t) => {
       t.match(text, /other\.pem: good/);
       t.match(text, /Response verify OK/);
     }
+    // While a revocation of the issuer is written but not known committed, an answer is made afresh and
+    // no HTTP cache (nor the listener's thread) may keep it: it would outlive the commit.
+    const coherence = ts.service.pki.publishing.coherence;
+    const url = `${base}/certs/issuers/${leaf.issuerId}/ocsp/${encodeURIComponent(req.trim())}`;
+    coherence.pending([leaf.issuerId]);
+    t.equal((await fetch(url)).headers.get('cache-control'), 'no-store', 'pending: not to be kept');
+    coherence.committed([leaf.issuerId]);
+    t.match((await fetch(url)).headers.get('cache-control'), /^public, max-age=\d+/, 'committed: kept again');
   });
 
   await t.test('the request reader agrees with pkijs\'s OCSPRequest', async (t) => {
