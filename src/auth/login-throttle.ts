@@ -137,7 +137,7 @@ export function createLoginThrottle(deps: { sql: Sql; settings: LoginThrottleSet
             hold = Math.max(hold, holdMs(row, policy.limit, settings.windowSecs, settings.maxDelaySecs, row.nowMs));
           }
         }
-        if (refuse === 0) await q.countLoginAttempt(tx, names, settings.windowSecs);
+        if (refuse === 0) await q.countLoginAttempt(tx, rows.map((r) => r.key), settings.windowSecs);
         return { refuse, hold };
       });
       if (verdict.refuse > 0) throw new AppError('RATE_LIMITED', THROTTLED_MESSAGE, { retryAfterSeconds: Math.max(1, Math.ceil(verdict.refuse / 1000)) });

@@ -200,33 +200,58 @@ export async function lockLoginFailures(sql: Queryable, keys: string[], windowSe
     from auth_login_failures where key = any(${sorted}) order by key for update`;
 }
 
-/** Counts one attempt on each key (a closed window starts afresh). */
-export async function countLoginAttempt(sql: Queryable, keys: string[], windowSecs: number): Promise<void> {
+/**
+ * Counts one attempt on each key (a closed window starts afresh). Only keys this transaction locked
+ * (lockLoginFailures' rows): taking another row here would lock out of key order while holding the rest.
+ */
+export async function countLoginAttempt(sql: Queryable, lockedKeys: string[], windowSecs: number): Promise<void> {
   await sql`
     update auth_login_failures as f set
       failures = case when f.window_started_at > now() - make_interval(secs => ${windowSecs}) then f.failures + 1 else 1 end,
       window_started_at = case when f.window_started_at > now() - make_interval(secs => ${windowSecs}) then f.window_started_at else now() end,
       last_failed_at = now()
-    where key = any(${keys})`;
+    where key = any(${lockedKeys})`;
 }
 
-/** A right secret: its identity's counters go, and the attempt counted on the address is taken back. */
+/**
+ * A right secret: its identity's counters start afresh, and the attempt counted on the address is taken
+ * back. Counters are set to zero, not deleted, so an attempt whose lock waited on one locks it once this
+ * commits (a row deleted under a waiting FOR UPDATE drops out of it, uncounted); the sweep removes
+ * zeros. Each statement takes its rows in key order, as an attempt does: a scan in table order could
+ * hold a later key while waiting on an earlier one an attempt holds, a deadlock.
+ */
 export async function forgiveLoginAttempt(sql: Queryable, clear: string[], uncount: string[]): Promise<void> {
-  await sql`delete from auth_login_failures where key = any(${clear})`;
-  await sql`update auth_login_failures set failures = greatest(failures - 1, 0) where key = any(${uncount})`;
+  if (clear.length) {
+    await sql`
+      with locked as materialized (select key from auth_login_failures where key = any(${clear}) order by key for update)
+      update auth_login_failures as f set failures = 0, window_started_at = now() from locked where f.key = locked.key`;
+  }
+  if (uncount.length) {
+    await sql`
+      with locked as materialized (select key from auth_login_failures where key = any(${uncount}) order by key for update)
+      update auth_login_failures as f set failures = greatest(f.failures - 1, 0) from locked where f.key = locked.key`;
+  }
 }
 
 /**
  * Drops closed windows and counters back at zero; then, while more than maxKeys are left (callers from
  * ever new addresses or identifiers), those with the fewest failures, least recent first: a dropped
  * one-failure counter gives its holder one more free try, while the counters that hold anyone back
- * cost an attacker the failures they hold to push out.
+ * cost an attacker the failures they hold to push out. Counters an attempt holds are skipped, never
+ * waited on: the sweep neither delays a login nor deadlocks with one; the next sweep takes them.
  */
 export async function purgeOldLoginFailures(sql: Queryable, windowSecs: number, maxKeys: number): Promise<void> {
-  await sql`delete from auth_login_failures where window_started_at < now() - make_interval(secs => ${windowSecs}) or failures = 0`;
   await sql`
-    delete from auth_login_failures where key in (
-      select key from auth_login_failures order by failures desc, last_failed_at desc offset ${maxKeys})`;
+    with stale as materialized (
+      select key from auth_login_failures
+      where window_started_at < now() - make_interval(secs => ${windowSecs}) or failures = 0
+      for update skip locked)
+    delete from auth_login_failures as f using stale where f.key = stale.key`;
+  await sql`
+    with surplus as materialized (
+      select key from auth_login_failures order by failures desc, last_failed_at desc offset ${maxKeys}
+      for update skip locked)
+    delete from auth_login_failures as f using surplus where f.key = surplus.key`;
 }
 
 // ---- signup and email verification ----

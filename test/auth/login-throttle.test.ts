@@ -8,7 +8,7 @@
 import postgres from 'postgres';
 import t from 'tap';
 import { holdMs, releaseAt } from '../../src/auth/login-throttle.js';
-import { purgeOldLoginFailures } from '../../src/auth/queries.js';
+import { forgiveLoginAttempt, purgeOldLoginFailures } from '../../src/auth/queries.js';
 import { ADMIN_SECRET, startAuthService } from '../helpers/auth.js';
 import type { TestService } from '../helpers/service.js';
 
@@ -74,7 +74,7 @@ t.test('one identity from one address: delays that double; elsewhere the identit
   t.ok(doubled.retryAfter! > 248 && doubled.retryAfter! <= 256, `doubled: ${doubled.retryAfter} s`);
   await sql`update auth_login_failures set last_failed_at = now() - interval '10 minutes' where key like 'pair:%'`;
   t.ok((await login(ts, '203.0.113.1', 'admin', ADMIN_SECRET)).ok, 'the right password once the wait is over');
-  const [{ n }] = await sql<[{ n: number }]>`select count(*)::int as n from auth_login_failures where key like 'pair:%' or key like 'id:%'`;
+  const [{ n }] = await sql<[{ n: number }]>`select count(*)::int as n from auth_login_failures where (key like 'pair:%' or key like 'id:%') and failures > 0`;
   t.equal(n, 0, "a success clears the identity's counters");
 
   await ts.service.audit.flush();
@@ -142,6 +142,91 @@ t.test('a burst of guesses sent at once gets the free tries, not one each', asyn
     t.ok(keys.has('pair:guess-1\n203.0.113.9') && !keys.has('pair:guess-1500\n203.0.113.9'), 'one-failure counters go least recent first');
   });
 });
+
+t.test('concurrent logins of one identity, right and wrong, never deadlock on the counters', async (t) => {
+  // A right secret forgives its counters while other attempts of the same identity hold them: every
+  // statement takes the rows in key order, so neither waits on the other in a cycle (a deadlock answered
+  // 503 "concurrent update, retry" to a right password).
+  const ts = await startAuthService(t, { ...PROXY, SVC_LOGIN_FAILURE_LIMIT: '1000', SVC_LOGIN_IDENTIFIER_FAILURE_LIMIT: '100000', SVC_LOGIN_FAILURE_IP_LIMIT: '100000' });
+  for (let round = 0; round < 8; round++) {
+    // Each round starts with no counters: the attempts create them as right secrets clear them.
+    await ts.service.sql`delete from auth_login_failures`;
+    const answers = await Promise.all(Array.from({ length: 16 }, (_, i) =>
+      login(ts, '203.0.113.90', 'admin', i % 4 === 0 ? 'a wrong password' : ADMIN_SECRET, i % 2 ? 'rest' : 'graphql')));
+    const unexpected = answers.filter((a, i) => (i % 4 === 0 ? a.message !== 'invalid credentials' : !a.ok));
+    t.same(unexpected, [], `round ${round}: every right password let in, every wrong one refused`);
+  }
+});
+
+t.test('forgiving takes the counters in key order: no deadlock with an attempt locking them', async (t) => {
+  // The interleaving the isolation matrix met: an attempt holds the first of its keys (it locks them in
+  // key order) while a right secret forgives the same identity. A forgiveness that locked in table order
+  // would take the second key first and wait on the first: a cycle PostgreSQL breaks with a deadlock.
+  const ts = await startAuthService(t, PROXY);
+  const holder = postgres(ts.db.url, { max: 2, onnotice: () => undefined });
+  t.teardown(() => holder.end({ timeout: 1 }));
+  const [first, second] = ['id:deadlock-probe', 'pair:deadlock-probe\n203.0.113.5'];
+  for (const [shape, forgive] of [
+    ['clearing', () => forgiveLoginAttempt(ts.service.sql, [second, first], [])],
+    ['taking back', () => forgiveLoginAttempt(ts.service.sql, [], [second, first])],
+  ] as const) {
+    // The second key is written first, so a scan in table order meets it first.
+    await holder`delete from auth_login_failures where key in (${first}, ${second})`;
+    await holder`insert into auth_login_failures (key, failures, window_started_at, last_failed_at) values (${second}, 2, now(), now())`;
+    await holder`insert into auth_login_failures (key, failures, window_started_at, last_failed_at) values (${first}, 2, now(), now())`;
+    let forgiven: Promise<unknown> | undefined;
+    await holder.begin(async (tx) => {
+      await tx`select key from auth_login_failures where key = ${first} for update`;
+      forgiven = forgive().then(() => 'done', (err: { code?: string }) => err.code ?? String(err));
+      await waitForLockWait(holder, 'auth_login_failures');
+      await tx`select key from auth_login_failures where key = ${second} for update`;
+    });
+    t.equal(await forgiven, 'done', `${shape}: the forgiveness waited its turn and finished`);
+  }
+  // The sweep skips what an attempt holds rather than wait on it; the next sweep takes it.
+  await holder`update auth_login_failures set failures = 0 where key = ${first}`;
+  await holder.begin(async (tx) => {
+    await tx`select key from auth_login_failures where key = ${first} for update`;
+    await purgeOldLoginFailures(ts.service.sql, 900, 1000);
+    t.equal((await holder`select 1 from auth_login_failures where key = ${first}`).length, 1, 'a held zero counter is left to the next sweep');
+  });
+  await purgeOldLoginFailures(ts.service.sql, 900, 1000);
+  t.equal((await holder`select 1 from auth_login_failures where key = ${first}`).length, 0, 'which takes it');
+});
+
+t.test('an attempt that waited on counters a right secret was clearing is counted on them', async (t) => {
+  // The right secret's statement holds the identity's counters when a wrong guess arrives: the guess
+  // waits for it, then counts on the cleared counters: a cleared counter is not a free guess.
+  const ts = await startAuthService(t, PROXY);
+  const holder = postgres(ts.db.url, { max: 2, onnotice: () => undefined });
+  t.teardown(() => holder.end({ timeout: 1 }));
+  t.equal((await login(ts, '203.0.113.6', 'admin', 'a first wrong password')).message, 'invalid credentials');
+  const keys = await holder<{ key: string }[]>`select key from auth_login_failures where key like 'id:%' or key like 'pair:%' order by key`;
+  const [identity, pair] = keys.map((k) => k.key) as [string, string];
+  let forgiven: Promise<unknown> | undefined;
+  let guess: ReturnType<typeof login> | undefined;
+  await holder.begin(async (tx) => {
+    await tx`select key from auth_login_failures where key = ${pair} for update`;
+    forgiven = forgiveLoginAttempt(ts.service.sql, [pair, identity], []);
+    await waitForLockWait(holder, 'auth_login_failures', 1); // it holds the identity's counter
+    guess = login(ts, '203.0.113.6', 'admin', 'a second wrong password');
+    await waitForLockWait(holder, 'auth_login_failures', 2); // the guess waits on it
+  });
+  await forgiven;
+  t.equal((await guess!).message, 'invalid credentials');
+  const after = await holder<{ key: string; failures: number }[]>`select key, failures from auth_login_failures where key in (${identity}, ${pair}) order by key`;
+  t.same(after.map((r) => r.failures), [1, 1], 'the guess counts on the identity and on the pair');
+});
+
+/** Resolves once `waiters` backends wait on a lock in a statement naming the table (fails after 5 s). */
+async function waitForLockWait(sql: postgres.Sql, table: string, waiters = 1): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    const [row] = await sql`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query ilike ${`%${table}%`}`;
+    if ((row as { n: number }).n >= waiters) return;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error(`nothing waited on a lock on ${table}`);
+}
 
 t.test('an attempt the database cut before its verdict is not counted as a guess', async (t) => {
   const ts = await startAuthService(t, PROXY);
