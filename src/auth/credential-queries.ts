@@ -94,12 +94,21 @@ export async function selectSharedKeyState(sql: Queryable, hash: string) {
   return row ?? null;
 }
 
+/**
+ * Writes a batch of last-use times. The rows are locked in id order first: every instance flushes its own
+ * batch, and two batches locking the same keys' rows in plan order could each hold one the other waits on.
+ */
 export async function touchCredentials(sql: Queryable, used: { id: string; at: Date }[]): Promise<void> {
   if (used.length === 0) return;
   await sql`
+    with u as (select * from unnest(${used.map((u) => u.id)}::uuid[], ${used.map((u) => u.at.toISOString())}::timestamptz[]) as u(id, at)),
+    locked as materialized (
+      select c.id from credentials c join u on u.id = c.id
+      where c.last_used_at is null or c.last_used_at < u.at
+      order by c.id for update of c)
     update credentials c set last_used_at = u.at
-    from unnest(${used.map((u) => u.id)}::uuid[], ${used.map((u) => u.at.toISOString())}::timestamptz[]) as u(id, at)
-    where c.id = u.id and (c.last_used_at is null or c.last_used_at < u.at)`;
+    from locked join u on u.id = locked.id
+    where c.id = locked.id and (c.last_used_at is null or c.last_used_at < u.at)`;
 }
 
 // ---- access-token ceilings ----

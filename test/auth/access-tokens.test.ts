@@ -3,6 +3,7 @@ import { ADMIN_ID, accessTokenFor, adminToken, insertEntity, startAuthService, t
 import postgres from 'postgres';
 import { gql } from '../helpers/service.js';
 import { waitUntil } from '../helpers/wait.js';
+import { touchCredentials } from '../../src/auth/credential-queries.js';
 
 const CREATE = `mutation ($input: CreateAccessTokenInput!) { createAccessToken(input: $input) { credentialId token name description expiresAt } }`;
 const LIST = `query ($s: ID, $status: String) { accessTokens(subjectId: $s, status: $status) { total items {
@@ -150,4 +151,29 @@ t.test('last use is recorded in batches, not per request', async (t) => {
   t.teardown(() => sql.end());
   const [row] = await sql<{ last_used_at: Date | null }[]>`select last_used_at from credentials where id = ${token.credentialId}`;
   t.ok(row?.last_used_at, 'written when the service stops (and every 30 s while it runs)');
+});
+
+t.test('a batch of last uses locks its rows in id order: no deadlock with a transaction holding some', async (t) => {
+  // Every instance flushes its own batch; a flush that locked in table or batch order could hold a later
+  // row while waiting on an earlier one another holder takes next (the old UPDATE ... FROM unnest did).
+  const ts = await startAuthService(t);
+  const admin = await adminToken(ts);
+  const ids = [(await accessTokenFor(ts, admin)).credentialId, (await accessTokenFor(ts, admin)).credentialId].sort();
+  const [low, high] = ids as [string, string];
+  const holder = postgres(ts.db.url, { max: 2, onnotice: () => undefined });
+  t.teardown(() => holder.end({ timeout: 1 }));
+  // The lower id moves after the higher one in the table, and comes last in the batch: both plan orders
+  // would meet the higher first.
+  await holder`update credentials set name = name where id = ${low}`;
+  const at = new Date();
+  let flushed: Promise<unknown> | undefined;
+  await holder.begin(async (tx) => {
+    await tx`select id from credentials where id = ${low} for update`;
+    flushed = touchCredentials(ts.service.sql, [{ id: high, at }, { id: low, at }]).then(() => 'done', (err: { code?: string }) => err.code ?? String(err));
+    await waitUntil(async () => (await holder`select 1 from pg_stat_activity where wait_event_type = 'Lock' and query ilike '%last_used_at%'`).length > 0);
+    await tx`select id from credentials where id = ${high} for update`;
+  });
+  t.equal(await flushed, 'done', 'the flush waited its turn and finished');
+  const rows = await holder<{ last_used_at: Date | null }[]>`select last_used_at from credentials where id in (${low}, ${high})`;
+  t.same(rows.map((r) => r.last_used_at?.getTime()), [at.getTime(), at.getTime()], 'both last uses written');
 });
