@@ -68,7 +68,7 @@ export function createCredentialService(deps: {
     const hash = await hashPassword(password, settings.scrypt);
     return sql.begin(async (tx) => {
       const old = await tx<{ id: string }[]>`
-        select id from credentials where entity_id = ${entityId} and kind = 'password' and status = 'active' for update`;
+        select id from credentials where entity_id = ${entityId} and kind = 'password' and status = 'active' order by id for update`;
       await cq.revokeCredentials(tx, old.map((o) => o.id), actor, 'replaced');
       return (await cq.insertCredential(tx, { entityId, kind: 'password', secretHash: hash, createdBy: actor })).id;
     });

@@ -97,9 +97,13 @@ export async function softDeleteEntity(sql: Queryable, id: string, by: string): 
     update entities set deleted_at = now(), deleted_by = ${by}, updated_at = now()
     where id = ${id} and deleted_at is null returning id`;
   if (rows.length === 0) return false;
+  // In id order, as every statement writing several credentials takes them (last-use batches): two such
+  // statements in plan order could each hold a row the other waits on.
   await sql`
-    update credentials set status = 'revoked', revoked_at = now(), revoked_by = ${by}, revocation_reason = 'entity deleted'
-    where entity_id = ${id} and status = 'active' and kind <> 'certificate'`;
+    with locked as materialized (
+      select id from credentials where entity_id = ${id} and status = 'active' and kind <> 'certificate' order by id for update)
+    update credentials c set status = 'revoked', revoked_at = now(), revoked_by = ${by}, revocation_reason = 'entity deleted'
+    from locked where c.id = locked.id`;
   await sql`update sessions set revoked_at = now(), revoked_reason = 'entity deleted' where entity_id = ${id} and revoked_at is null`;
   return true;
 }

@@ -153,27 +153,36 @@ t.test('last use is recorded in batches, not per request', async (t) => {
   t.ok(row?.last_used_at, 'written when the service stops (and every 30 s while it runs)');
 });
 
-t.test('a batch of last uses locks its rows in id order: no deadlock with a transaction holding some', async (t) => {
-  // Every instance flushes its own batch; a flush that locked in table or batch order could hold a later
-  // row while waiting on an earlier one another holder takes next (the old UPDATE ... FROM unnest did).
+t.test('statements writing several credentials lock them in id order: no deadlock with a holder of some', async (t) => {
+  // Every instance flushes its own batch of last uses, and deleting an entity revokes all its credentials:
+  // a statement that locked in table or batch order could hold a later row while waiting on an earlier
+  // one another holder takes next (the old UPDATE ... FROM unnest and the old revocation did).
   const ts = await startAuthService(t);
   const admin = await adminToken(ts);
-  const ids = [(await accessTokenFor(ts, admin)).credentialId, (await accessTokenFor(ts, admin)).credentialId].sort();
-  const [low, high] = ids as [string, string];
   const holder = postgres(ts.db.url, { max: 2, onnotice: () => undefined });
   t.teardown(() => holder.end({ timeout: 1 }));
-  // The lower id moves after the higher one in the table, and comes last in the batch: both plan orders
-  // would meet the higher first.
-  await holder`update credentials set name = name where id = ${low}`;
-  const at = new Date();
-  let flushed: Promise<unknown> | undefined;
-  await holder.begin(async (tx) => {
-    await tx`select id from credentials where id = ${low} for update`;
-    flushed = touchCredentials(ts.service.sql, [{ id: high, at }, { id: low, at }]).then(() => 'done', (err: { code?: string }) => err.code ?? String(err));
-    await waitUntil(async () => (await holder`select 1 from pg_stat_activity where wait_event_type = 'Lock' and query ilike '%last_used_at%'`).length > 0);
-    await tx`select id from credentials where id = ${high} for update`;
-  });
-  t.equal(await flushed, 'done', 'the flush waited its turn and finished');
-  const rows = await holder<{ last_used_at: Date | null }[]>`select last_used_at from credentials where id in (${low}, ${high})`;
-  t.same(rows.map((r) => r.last_used_at?.getTime()), [at.getTime(), at.getTime()], 'both last uses written');
+  const writers = {
+    'a batch of last uses': async (ids: string[]) => touchCredentials(ts.service.sql, ids.map((id) => ({ id, at: new Date() }))),
+    'deleting their entity': async (_ids: string[], entityId: string) => {
+      const res = await gql(ts.url(), 'mutation ($id: ID!) { deleteEntity(id: $id) }', { id: entityId }, admin);
+      if (!res.body.data?.deleteEntity) throw new Error(JSON.stringify(res.body.errors));
+    },
+  };
+  for (const [name, write] of Object.entries(writers)) {
+    const owner = await insertEntity(ts, { name: `owner of two tokens (${name})` });
+    const ownerToken = await tokenFor(ts, owner);
+    const ids = [(await accessTokenFor(ts, ownerToken)).credentialId, (await accessTokenFor(ts, ownerToken)).credentialId].sort();
+    const [low, high] = ids as [string, string];
+    // The lower id moves after the higher one in the table and comes last in the batch: both plan orders
+    // would meet the higher first.
+    await holder`update credentials set name = name where id = ${low}`;
+    let written: Promise<unknown> | undefined;
+    await holder.begin(async (tx) => {
+      await tx`select id from credentials where id = ${low} for update`;
+      written = write([high, low], owner).then(() => 'done', (err: Error & { code?: string }) => err.code ?? err.message);
+      await waitUntil(async () => (await holder`select 1 from pg_stat_activity where wait_event_type = 'Lock' and query ilike '%update credentials%'`).length > 0);
+      await tx`select id from credentials where id = ${high} for update`;
+    });
+    t.equal(await written, 'done', `${name}: waited its turn and finished`);
+  }
 });
