@@ -1,6 +1,8 @@
 // Runs the test command against DATABASE_URL, or, when it is unset, against an embedded PostgreSQL
 // started for this run under .data/test-pg (kept between runs so later runs start fast).
 import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
 import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -41,10 +43,20 @@ if (!env.DATABASE_URL) {
   }
 }
 
+// The whole run is scanned for secrets in logs and databases (test/helpers/secret-scan.ts) unless
+// SVC_TEST_SECRET_SCAN=off; each test process reports into this directory, judged once the run is over.
+const scanDir = env.SVC_TEST_SECRET_SCAN === 'off' ? undefined : mkdtempSync(path.join(os.tmpdir(), 'svc-secret-scan-'));
+if (scanDir) env.SVC_TEST_SECRET_SCAN_DIR = scanDir;
+
 // The tests run compiled (dist/test): stack traces point back into the TypeScript through the source maps.
 env.NODE_OPTIONS = `${env.NODE_OPTIONS ?? ''} --enable-source-maps`.trim();
 const child = spawn(command, args, { stdio: 'inherit', env });
 for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => child.kill(signal));
-const code = await new Promise((resolve) => child.on('exit', (c, s) => resolve(c ?? (s ? 1 : 0))));
+let code = await new Promise((resolve) => child.on('exit', (c, s) => resolve(c ?? (s ? 1 : 0))));
 await embedded?.stop();
+if (scanDir) {
+  const { secretScanVerdict } = await import('./secret-scan-verdict.mjs');
+  if (!secretScanVerdict(scanDir) && code === 0) code = 1;
+  rmSync(scanDir, { recursive: true, force: true });
+}
 process.exit(code);

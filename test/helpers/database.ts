@@ -9,6 +9,7 @@ import postgres from 'postgres';
 import { migrate, readMigrations } from '../../src/db/migrate.js';
 import { createLogger } from '../../src/log.js';
 import { migrationsDir } from '../../src/paths.js';
+import { scanDatabase } from './secret-scan.js';
 
 export function adminUrl(): string {
   const url = process.env.DATABASE_URL;
@@ -85,6 +86,7 @@ export async function createTestDatabase(options: { empty?: boolean } = {}): Pro
     url: withDatabase(adminUrl(), name),
     name,
     async drop() {
+      await scanDatabase(withDatabase(adminUrl(), name));
       const a = postgres(adminUrl(), { max: 1, onnotice: () => undefined });
       try {
         await a.unsafe(`drop database if exists ${name} with (force)`);

@@ -3,6 +3,7 @@ import { createLogger, type Logger } from '../../src/log.js';
 import type { Mailer, MailMessage } from '../../src/auth/index.js';
 import { startService, type Service } from '../../src/main.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
+import { scanLog, scanning } from './secret-scan.js';
 
 interface Teardown {
   teardown(fn: () => unknown): void;
@@ -37,14 +38,18 @@ export async function startTestService(
   options: { mailer?: Mailer; log?: Logger } = {},
 ): Promise<TestService> {
   const database = db ?? (await createTestDatabase());
+  // In a scanned run (test/helpers/secret-scan.ts) the log is kept at debug level and searched at the stop.
+  const lines: string[] = [];
+  const log = options.log ?? (scanning ? createLogger('debug', (line) => { lines.push(line); }) : testLogger());
   const service = await startService({
     ...QUIET_LISTENERS,
     SVC_RATE_LIMIT_ENABLED: 'false',
     ...env,
     DATABASE_URL: database.url,
-  }, { ...options, log: options.log ?? testLogger() });
+  }, { ...options, log });
   t.teardown(async () => {
     await service.stop();
+    if (!options.log) await scanLog(lines);
     if (!db) await database.drop();
   });
   return {

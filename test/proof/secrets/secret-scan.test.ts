@@ -16,27 +16,11 @@ import { ADMIN_SECRET, AUTH_ENV, accessTokenFor, adminToken, login, setPassword 
 import { createEndpoint, callEndpoint, executionsOf } from '../../custom-endpoints/helpers.js';
 import { createEntity, createTenant, ok } from '../../helpers/management.js';
 import { ISSUE_GENERATED, makeCaFiles } from '../../helpers/pki.js';
+import { forms, leaks, pemBody } from '../../helpers/secret-scan.js';
 import { gql, startTestService } from '../../helpers/service.js';
 import { grant, insertChannel, publish } from '../../messaging/helpers.js';
 
 const run = promisify(execFile);
-
-/** The forms a secret may take once it has been encoded on its way to a log or a column. */
-function forms(secret: string | Buffer): string[] {
-  const bytes = Buffer.isBuffer(secret) ? secret : Buffer.from(secret);
-  const out = [bytes.toString('base64').replace(/=+$/, ''), bytes.toString('base64url'), bytes.toString('hex')];
-  if (!Buffer.isBuffer(secret)) out.push(secret, JSON.stringify(secret).slice(1, -1));
-  // Long values also by their middle: a truncated field still leaks a key (its start is the encoding's
-  // header, the same for every key of a type, so it is no evidence).
-  return [...new Set(out.flatMap((f) => (f.length > 64 ? [f, f.slice(f.length / 2 - 16, f.length / 2 + 16)] : [f])))];
-}
-
-/** Every secret whose value (in any of its forms) appears in `haystack`, by name. */
-function leaks(secrets: Record<string, string | Buffer>, haystack: string): string[] {
-  return Object.entries(secrets).filter(([, value]) => forms(value).some((f) => haystack.includes(f))).map(([name]) => name);
-}
-
-const pemBody = (pem: string) => Buffer.from(pem.replace(/-----[^-]+-----/g, '').replace(/\s/g, ''), 'base64');
 
 t.test('no secret created by a representative run is in the log or the database', async (t) => {
   const lines: string[] = [];

@@ -1,0 +1,18 @@
+// The whole-run secret scan's own proof (test/helpers/secret-scan.ts): in a scanned run (`npm test`,
+// `npm run test:proof`), this file sends the service a secret and then plants it in its database, where
+// no service code would put it. test/secret-scan-verdict.mjs requires the scan to report exactly this leak
+// for this file: a scan that stopped seeing secrets, or stopped searching databases, fails the run.
+import { randomBytes } from 'node:crypto';
+import t from 'tap';
+import { ADMIN_ID, AUTH_ENV } from '../helpers/auth.js';
+import { scanning } from '../helpers/secret-scan.js';
+import { gql, startTestService } from '../helpers/service.js';
+
+t.test('a secret sent to the service and planted in its database is found by the scan', { skip: !scanning && 'the run is not scanned (run it through npm test)' }, async (t) => {
+  const ts = await startTestService(t, AUTH_ENV);
+  const canary = `canary-${randomBytes(12).toString('hex')}`;
+  const res = await gql(ts.url(), 'mutation ($i: LoginInput!) { login(input: $i) { token } }', { i: { identifier: 'admin', secret: canary } });
+  t.equal(res.body.errors?.[0]?.message, 'invalid credentials', 'sent as a (wrong) password: the scan notes it');
+  await ts.service.sql`update entities set attributes = ${ts.service.sql.json({ planted: canary })} where id = ${ADMIN_ID}`;
+  t.pass('planted: the verdict expects this leak in table entities');
+});
