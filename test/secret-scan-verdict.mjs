@@ -16,7 +16,7 @@ export function secretScanVerdict(dir) {
   const scanned = entries(dir, 'scanned');
   const found = entries(dir, 'leak');
   const files = new Set(scanned.map((s) => s.file));
-  const databases = scanned.filter((s) => 'database' in s).length;
+  const databases = scanned.filter((s) => 'database' in s && !s.error).length;
   const logs = scanned.filter((s) => 'log' in s).length;
   const mib = (scanned.reduce((sum, s) => sum + s.bytes, 0) / 2 ** 20).toFixed(1);
   const secrets = [...files].reduce((sum, f) => sum + Math.max(...scanned.filter((s) => s.file === f).map((s) => s.secrets)), 0);

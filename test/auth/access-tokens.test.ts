@@ -161,14 +161,16 @@ t.test('statements writing several credentials lock them in id order: no deadloc
   const admin = await adminToken(ts);
   const holder = postgres(ts.db.url, { max: 2, onnotice: () => undefined });
   t.teardown(() => holder.end({ timeout: 1 }));
-  const writers = {
-    'a batch of last uses': async (ids: string[]) => touchCredentials(ts.service.sql, ids.map((id) => ({ id, at: new Date() }))),
-    'deleting their entity': async (_ids: string[], entityId: string) => {
+  const at = new Date();
+  const cases: [string, (ids: string[], entityId: string) => Promise<unknown>, (ids: string[]) => Promise<number>][] = [
+    ['a batch of last uses', (ids) => touchCredentials(ts.service.sql, ids.map((id) => ({ id, at }))),
+      async (ids) => (await holder<{ n: number }[]>`select count(*)::int as n from credentials where id = any(${ids}::uuid[]) and last_used_at = ${at}`)[0]!.n],
+    ['deleting their entity', async (_ids, entityId) => {
       const res = await gql(ts.url(), 'mutation ($id: ID!) { deleteEntity(id: $id) }', { id: entityId }, admin);
       if (!res.body.data?.deleteEntity) throw new Error(JSON.stringify(res.body.errors));
-    },
-  };
-  for (const [name, write] of Object.entries(writers)) {
+    }, async (ids) => (await holder<{ n: number }[]>`select count(*)::int as n from credentials where id = any(${ids}::uuid[]) and status = 'revoked'`)[0]!.n],
+  ];
+  for (const [name, write, written] of cases) {
     const owner = await insertEntity(ts, { name: `owner of two tokens (${name})` });
     const ownerToken = await tokenFor(ts, owner);
     const ids = [(await accessTokenFor(ts, ownerToken)).credentialId, (await accessTokenFor(ts, ownerToken)).credentialId].sort();
@@ -176,13 +178,14 @@ t.test('statements writing several credentials lock them in id order: no deadloc
     // The lower id moves after the higher one in the table and comes last in the batch: both plan orders
     // would meet the higher first.
     await holder`update credentials set name = name where id = ${low}`;
-    let written: Promise<unknown> | undefined;
+    let outcome: Promise<unknown> | undefined;
     await holder.begin(async (tx) => {
       await tx`select id from credentials where id = ${low} for update`;
-      written = write([high, low], owner).then(() => 'done', (err: Error & { code?: string }) => err.code ?? err.message);
+      outcome = write([high, low], owner).then(() => 'done', (err: Error & { code?: string }) => err.code ?? err.message);
       await waitUntil(async () => (await holder`select 1 from pg_stat_activity where wait_event_type = 'Lock' and query ilike '%update credentials%'`).length > 0);
       await tx`select id from credentials where id = ${high} for update`;
     });
-    t.equal(await written, 'done', `${name}: waited its turn and finished`);
+    t.equal(await outcome, 'done', `${name}: waited its turn and finished`);
+    t.equal(await written(ids), 2, `${name}: both credentials written`);
   }
 });

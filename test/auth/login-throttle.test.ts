@@ -11,6 +11,7 @@ import { holdMs, releaseAt } from '../../src/auth/login-throttle.js';
 import { forgiveLoginAttempt, purgeOldLoginFailures } from '../../src/auth/queries.js';
 import { ADMIN_SECRET, startAuthService } from '../helpers/auth.js';
 import type { TestService } from '../helpers/service.js';
+import { waitUntil } from '../helpers/wait.js';
 
 const PROXY = { SVC_TRUSTED_PROXY_CIDRS: '127.0.0.1/32,::1/128' };
 
@@ -218,14 +219,12 @@ t.test('an attempt that waited on counters a right secret was clearing is counte
   t.same(after.map((r) => r.failures), [1, 1], 'the guess counts on the identity and on the pair');
 });
 
-/** Resolves once `waiters` backends wait on a lock in a statement naming the table (fails after 5 s). */
-async function waitForLockWait(sql: postgres.Sql, table: string, waiters = 1): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    const [row] = await sql`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query ilike ${`%${table}%`}`;
-    if ((row as { n: number }).n >= waiters) return;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  throw new Error(`nothing waited on a lock on ${table}`);
+/** Resolves once `waiters` backends wait on a lock in a statement naming the table. */
+function waitForLockWait(sql: postgres.Sql, table: string, waiters = 1): Promise<void> {
+  return waitUntil(async () => {
+    const [row] = await sql<{ n: number }[]>`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query ilike ${`%${table}%`}`;
+    return row!.n >= waiters;
+  }, 5000, `${waiters} waiting on ${table}`);
 }
 
 t.test('an attempt the database cut before its verdict is not counted as a guess', async (t) => {

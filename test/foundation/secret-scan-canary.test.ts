@@ -11,8 +11,9 @@ import { gql, startTestService } from '../helpers/service.js';
 t.test('a secret sent to the service and planted in its database is found by the scan', { skip: !scanning && 'the run is not scanned (run it through npm test)' }, async (t) => {
   const ts = await startTestService(t, AUTH_ENV);
   const canary = `canary-${randomBytes(12).toString('hex')}`;
-  const res = await gql(ts.url(), 'mutation ($i: LoginInput!) { login(input: $i) { token } }', { i: { identifier: 'admin', secret: canary } });
-  t.equal(res.body.errors?.[0]?.message, 'invalid credentials', 'sent as a (wrong) password: the scan notes it');
+  // Sent bound to a variable whose own name says nothing (`$pw`): the scan reads the binding to know it.
+  const res = await gql(ts.url(), 'mutation ($e: ID!, $pw: String!) { createPassword(entityId: $e, password: $pw) }', { e: ADMIN_ID, pw: canary });
+  t.equal(res.body.errors?.[0]?.extensions.code, 'UNAUTHENTICATED', 'sent as a password (refused, no token): the scan notes it');
   await ts.service.sql`update entities set attributes = ${ts.service.sql.json({ planted: canary })} where id = ${ADMIN_ID}`;
   t.pass('planted: the verdict expects this leak in table entities');
 });

@@ -58,8 +58,10 @@ const REQUEST_FIELDS = new Set(['secret', 'password', 'currentPassword', 'newPas
 const ANSWER_FIELDS = new Set(['secret', 'token', 'privateKeyPem', 'password']);
 /** A GraphQL document's literal arguments of the same names (`login(input: {secret: "..."})`). */
 const INLINE = /\b(secret|password|currentPassword|newPassword)\s*:\s*"((?:[^"\\]|\\.)*)"/g;
+/** The same arguments bound to variables (`createPassword(password: $pw)`): `pw` is then a secret too. */
+const BOUND = /\b(secret|password|currentPassword|newPassword)\s*:\s*\$(\w+)/g;
 
-function walk(value: unknown, fields: Set<string>, origin: string, parent = '', depth = 0): void {
+function walk(value: unknown, fields: ReadonlySet<string>, origin: string, parent = '', depth = 0): void {
   if (depth > MAX_DEPTH) return;
   if (Array.isArray(value)) {
     for (const item of value) walk(item, fields, origin, parent, depth + 1);
@@ -84,8 +86,9 @@ function noteRequest(body: unknown): void {
   } catch {
     return;
   }
-  walk(parsed, REQUEST_FIELDS, 'sent');
   const query = (parsed as { query?: unknown } | null)?.query;
+  const bound = typeof query === 'string' ? [...query.matchAll(BOUND)].map((m) => m[2]!) : [];
+  walk(parsed, bound.length ? new Set([...REQUEST_FIELDS, ...bound]) : REQUEST_FIELDS, 'sent');
   if (typeof query === 'string') {
     for (const m of query.matchAll(INLINE)) {
       try {
